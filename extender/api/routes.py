@@ -1,0 +1,222 @@
+"""HTTP routes: the four verbs under the configured prefix, health, metrics and debug endpoints.
+
+Failure handling per verb, as kube-scheduler reads it:
+
+* malformed input -> HTTP 400 with ``{"error": ..., "problems": [...]}`` (never a 500);
+* filter / bind internal failure -> HTTP 200 with the failure in ``Error``;
+* prioritize / preempt internal failure -> HTTP 500 (they have no error field), logged at ERROR
+  and counted in ``kube_extender_internal_errors_total`` because kube-scheduler drops it silently.
+
+Every JSON answer is pretty-printed when the query string has ``?pretty``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import orjson
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from extender.api import schemas, wire
+from extender.framework.resources import format_milli
+from extender.metrics import Metrics
+from extender.runtime.engine import Engine, InvalidRequest
+
+log = logging.getLogger("extender.api")
+
+_FILTER_ARGS = schemas.ExtenderArgsSchema()
+_PREEMPT_ARGS = schemas.ExtenderPreemptionArgsSchema()
+_BIND_ARGS = schemas.ExtenderBindingArgsSchema()
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    option = orjson.OPT_INDENT_2 if "pretty" in request.args else 0
+    return Response(orjson.dumps(payload, option=option), status=status, mimetype="application/json")
+
+
+@dataclass
+class ApiSettings:
+    path_prefix: str
+    verbs: Mapping[str, str]
+    """verb kind (filter, prioritize, preempt, bind) -> URL path segment."""
+    ready: Callable[[], tuple[bool, str]]
+    describe: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+
+
+def _pod_label(body: Any) -> str:
+    pod = body.get("Pod") if isinstance(body, dict) else None
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    if isinstance(meta, dict):
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    if isinstance(body, dict) and "PodName" in body:
+        return f"{body.get('PodNamespace') or 'default'}/{body.get('PodName')}"
+    return "-"
+
+
+def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
+    prefix = settings.path_prefix.rstrip("/")
+
+    def finish(verb: str, started: float, pod: str, nodes: int, outcome: str) -> None:
+        seconds = time.perf_counter() - started
+        metrics.requests.labels(verb, outcome).inc()
+        metrics.request_duration.labels(verb).observe(seconds)
+        log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome,
+                                   "duration_ms": round(seconds * 1000, 3)})
+
+    def internal(verb: str, exc: BaseException, pod: str) -> None:
+        metrics.internal_errors.labels(verb).inc()
+        log.error("internal error", exc_info=exc, extra={"verb": verb, "pod": pod})
+
+    def verb_filter() -> Response:
+        t0 = time.perf_counter()
+        body = wire.decode(request.get_data())
+        args = wire.load(_FILTER_ARGS, body)
+        names = wire.node_names_of(args)
+        pod = _pod_label(args)
+        try:
+            outcome = engine.filter(args["Pod"], names)
+        except InvalidRequest as exc:
+            raise wire.BadRequest(str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - reported in Error: kube-scheduler backs off
+            internal("filter", exc, pod)
+            finish("filter", t0, pod, len(names), "error")
+            return json_response(wire.filter_error(f"internal error: {type(exc).__name__}: {exc}"))
+        reply = wire.filter_reply(args, outcome)
+        finish("filter", t0, pod, len(names), "error" if outcome.error else f"{len(outcome.feasible)} feasible")
+        return json_response(reply)
+
+    def verb_prioritize() -> Response:
+        t0 = time.perf_counter()
+        body = wire.decode(request.get_data())
+        args = wire.load(_FILTER_ARGS, body)
+        names = wire.node_names_of(args)
+        pod = _pod_label(args)
+        try:
+            scores = engine.prioritize(args["Pod"], names)
+        except InvalidRequest as exc:
+            raise wire.BadRequest(str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - no error field in the reply: HTTP 500
+            internal("prioritize", exc, pod)
+            finish("prioritize", t0, pod, len(names), "error")
+            return json_response({"error": f"prioritize failed: {type(exc).__name__}: {exc}"}, 500)
+        finish("prioritize", t0, pod, len(names), "ok")
+        return json_response(wire.prioritize_reply(scores))
+
+    def verb_preempt() -> Response:
+        t0 = time.perf_counter()
+        body = wire.decode(request.get_data())
+        args = wire.load(_PREEMPT_ARGS, body)
+        candidates = wire.preempt_candidates(args)
+        pod = _pod_label(args)
+        try:
+            decisions = engine.preempt(args["Pod"], candidates)
+        except InvalidRequest as exc:
+            raise wire.BadRequest(str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - no error field in the reply: HTTP 500
+            internal("preempt", exc, pod)
+            finish("preempt", t0, pod, len(candidates), "error")
+            return json_response({"error": f"preempt failed: {type(exc).__name__}: {exc}"}, 500)
+        finish("preempt", t0, pod, len(candidates), f"{len(decisions)} kept")
+        return json_response(wire.preempt_reply(decisions))
+
+    def verb_bind() -> Response:
+        t0 = time.perf_counter()
+        body = wire.decode(request.get_data())
+        args = wire.load(_BIND_ARGS, body)
+        pod = f"{args['PodNamespace'] or 'default'}/{args['PodName']}"
+        error = engine.bind(args["PodNamespace"] or "default", args["PodName"], args["PodUID"], args["Node"])
+        finish("bind", t0, pod, 1, "bound" if not error else "error")
+        if error:
+            log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
+        return json_response(wire.bind_reply(error))
+
+    handlers = {"filter": verb_filter, "prioritize": verb_prioritize, "preempt": verb_preempt, "bind": verb_bind}
+    for kind, segment in settings.verbs.items():
+        app.add_url_rule(f"{prefix}/{segment}", f"verb_{kind}", handlers[kind], methods=["POST"])
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        ready, why = settings.ready()
+        return json_response({"ready": ready, "reason": why}, 200 if ready else 503)
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        return Response(metrics.exposition(), mimetype="text/plain; version=0.0.4")
+
+    @app.get("/debug/snapshot")
+    def debug_snapshot() -> Response:
+        snap = engine.cache.snapshot()
+        only = request.args.get("node")
+        nodes = []
+        for info in sorted(snap, key=lambda n: n.name):
+            if only and info.name != only:
+                continue
+            if not only and not info.allocatable and not info.requested:
+                continue
+            nodes.append({
+                "name": info.name,
+                "allocatable": {r: format_milli(v) for r, v in info.allocatable.items()},
+                "allocated": {r: format_milli(v) for r, v in info.requested.items()},
+                "free": {r: format_milli(info.free(r)) for r in info.allocatable},
+                "pods": [{"pod": p.key, "uid": p.uid, "priority": p.priority,
+                          "assumed": engine.cache.is_assumed(p.uid),
+                          "requests": {r: format_milli(v) for r, v in p.requests.items()}}
+                         for p in sorted(info.pods.values(), key=lambda p: p.key)],
+            })
+        return json_response({"generation": snap.generation, "nodeCount": len(snap),
+                              "managedResources": sorted(engine.handle.managed_resources),
+                              "sizes": engine.cache.sizes(), "nodes": nodes})
+
+    @app.get("/debug/pods/<namespace>/<name>")
+    def debug_pod(namespace: str, name: str) -> Response:
+        key = f"{namespace}/{name}"
+        verdicts = engine.explain.get(key)
+        pending = engine.cache.pending_pod(namespace, name)
+        if verdicts is None and pending is None:
+            return json_response({"error": "not found", "message": f"the extender has no record of pod {key}"}, 404)
+        body: dict[str, Any] = {"pod": key, "state": "pending" if pending is not None else "unknown"}
+        uids = {v.uid for v in (verdicts or {}).values()} | ({pending.uid} if pending else set())
+        for uid in uids:
+            placed = engine.cache.pod(uid)
+            if placed is not None:
+                body["state"] = "assumed" if engine.cache.is_assumed(uid) else "bound"
+                body["node"] = placed.node_name
+        max_nodes = int(request.args.get("max", 200)) if request.args.get("max", "").isdigit() else 200
+        body["verdicts"] = {verb: v.as_dict(max_nodes) for verb, v in (verdicts or {}).items()}
+        return json_response(body)
+
+    @app.get("/debug/config")
+    def debug_config() -> Response:
+        return json_response(settings.describe())
+
+    @app.errorhandler(wire.BadRequest)
+    def bad_request(exc: wire.BadRequest) -> Response:
+        metrics.requests.labels(request.path.rsplit("/", 1)[-1], "bad_request").inc()
+        log.warning("bad request", extra={"path": request.path, "error": str(exc)})
+        payload: dict[str, Any] = {"error": "bad request", "message": str(exc)}
+        if exc.details:
+            payload["problems"] = exc.details
+        return json_response(payload, 400)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        message = exc.description or exc.name
+        if exc.code == 413:
+            message = f"request body larger than the configured limit of {app.config.get('MAX_CONTENT_LENGTH')} bytes"
+        elif exc.code == 404:
+            message = f"no such endpoint: {request.method} {request.path}"
+        return json_response({"error": exc.name.lower(), "message": message}, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        metrics.internal_errors.labels(request.path.rsplit("/", 1)[-1]).inc()
+        log.error("unhandled error", exc_info=exc, extra={"path": request.path})
+        return json_response({"error": "internal error", "message": f"{type(exc).__name__}: {exc}"}, 500)

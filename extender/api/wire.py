@@ -1,0 +1,132 @@
+"""Wire conversion: request bodies -> engine calls -> reply dicts with the exact Go field names.
+
+Replies always carry every field (Go emits no ``omitempty``): filter answers ``Nodes``,
+``NodeNames``, ``FailedNodes``, ``FailedAndUnresolvableNodes`` and ``Error``; prioritize a bare
+array of ``{"Host", "Score"}`` with integer scores 0..10; preempt ``NodeNameToMetaVictims`` (in
+both nodeCacheCapable modes); bind ``{"Error": ""}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import orjson
+from marshmallow import Schema, ValidationError
+
+from extender.framework.interfaces import MAX_NODE_SCORE
+from extender.runtime.engine import Candidate, FilterOutcome, PreemptDecision
+
+MAX_EXTENDER_PRIORITY = 10
+
+
+class BadRequest(ValueError):
+    """A request body that cannot be used; answered with HTTP 400 and a JSON body naming it."""
+
+    def __init__(self, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def decode(body: bytes) -> Any:
+    if not body:
+        raise BadRequest("empty request body: expected a JSON object")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+
+
+def _flatten(messages: Any, prefix: str = "") -> list[str]:
+    if isinstance(messages, Mapping):
+        out: list[str] = []
+        for key, value in messages.items():
+            if key == "_schema" or key == "value":
+                path = prefix
+            elif isinstance(key, int):
+                path = f"{prefix}[{key}]"
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
+            out.extend(_flatten(value, path))
+        return out
+    if isinstance(messages, (list, tuple)):
+        return [m for item in messages for m in _flatten(item, prefix)]
+    text = "null is not allowed" if str(messages) == "Field may not be null." else str(messages)
+    text = "is required" if text == "Missing data for required field." else text
+    return [f"{prefix}: {text}" if prefix else text]
+
+
+def load(schema: Schema, data: Any) -> dict[str, Any]:
+    """Validate an envelope; BadRequest lists every problem with its key path."""
+    try:
+        return schema.load(data)
+    except ValidationError as exc:
+        problems = _flatten(exc.messages)
+        raise BadRequest("; ".join(problems), problems) from exc
+
+
+def node_names_of(args: Mapping[str, Any]) -> list[str]:
+    """The candidate names: ``NodeNames`` when sent (nodeCacheCapable: true), else the names of
+    ``Nodes.items``."""
+    if args.get("NodeNames") is not None:
+        return args["NodeNames"]
+    return [item["metadata"]["name"] for item in args["Nodes"].get("items") or []]
+
+
+def filter_reply(args: Mapping[str, Any], outcome: FilterOutcome) -> dict[str, Any]:
+    if outcome.error:
+        return filter_error(outcome.error)
+    if args.get("NodeNames") is not None:
+        nodes: Any = None
+        names: Any = outcome.feasible
+    else:
+        keep = set(outcome.feasible)
+        node_list = args["Nodes"]
+        nodes = {**node_list, "items": [i for i in node_list.get("items") or [] if i["metadata"]["name"] in keep]}
+        names = None
+    return {"Nodes": nodes, "NodeNames": names, "FailedNodes": outcome.failed,
+            "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
+
+
+def filter_error(message: str) -> dict[str, Any]:
+    return {"Nodes": None, "NodeNames": None, "FailedNodes": None, "FailedAndUnresolvableNodes": None,
+            "Error": message or "internal error"}
+
+
+def to_extender_score(score: int) -> int:
+    """0..MAX_NODE_SCORE -> 0..10, rounding half up; the only place the scale changes."""
+    score = min(max(score, 0), MAX_NODE_SCORE)
+    return (score * MAX_EXTENDER_PRIORITY + MAX_NODE_SCORE // 2) // MAX_NODE_SCORE
+
+
+def prioritize_reply(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"Host": name, "Score": to_extender_score(score)} for name, score in scores]
+
+
+def preempt_candidates(args: Mapping[str, Any]) -> dict[str, Candidate]:
+    """Candidates from either request form; UIDs from full pods when nodeCacheCapable is false."""
+    out: dict[str, Candidate] = {}
+    if args.get("NodeNameToMetaVictims") is not None:
+        for node, mv in args["NodeNameToMetaVictims"].items():
+            mv = mv or {}
+            out[node] = Candidate([(p["UID"], None) for p in mv.get("Pods") or []], mv.get("NumPDBViolations") or 0)
+    elif args.get("NodeNameToVictims") is not None:
+        for node, v in args["NodeNameToVictims"].items():
+            v = v or {}
+            victims = []
+            for i, pod in enumerate(v.get("Pods") or []):
+                uid = (pod.get("metadata") or {}).get("uid")
+                if not isinstance(uid, str) or not uid:
+                    raise BadRequest(f"NodeNameToVictims[{node}].Pods[{i}]: metadata.uid is required")
+                victims.append((uid, pod))
+            out[node] = Candidate(victims, v.get("NumPDBViolations") or 0)
+    return out
+
+
+def preempt_reply(decisions: Mapping[str, PreemptDecision]) -> dict[str, Any]:
+    return {"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in d.victims], "NumPDBViolations": int(d.num_pdb_violations)}
+        for node, d in decisions.items()}}
+
+
+def bind_reply(error: str) -> dict[str, str]:
+    return {"Error": error}

@@ -1,0 +1,6 @@
+"""The cluster cache (nodes, pods, assumed pods) and the per-request snapshot taken from it."""
+
+from extender.cache.cache import AssumeError, ClusterCache
+from extender.cache.snapshot import Snapshot
+
+__all__ = ["AssumeError", "ClusterCache", "Snapshot"]

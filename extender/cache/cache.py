@@ -1,0 +1,271 @@
+"""ClusterCache: nodes, the pods that hold tracked resources, and pods assumed during binding.
+
+Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
+
+                 +------------------------------------------------+
+                 |                        watch: pod bound/updated |
+                 |                                                 v
+    Initial --assume--> Assumed --finish_binding--> Assumed+Finished --(TTL passes)--> Expired
+       |                   |                              |
+       |                 forget                    watch confirms: pod bound
+       |                   v                              v
+       |                Initial                         Added ---watch: deleted/terminal--> Deleted
+       +---------------------- watch: pod bound by someone else ------------^
+
+* **Assumed**: the extender accepted a bind; the pod counts on its node *now*, so filters of later
+  pods see the capacity as taken while the Binding is still being written.
+* **Finished**: the Binding call returned; if the watch does not confirm the pod as bound within
+  ``assumed_ttl`` seconds, the assumption expires and the capacity is released (TTL 0: never).
+* **Added**: the cluster says the pod is bound; from now on only watch events change it.
+* Pending pods (not bound, not assumed) are remembered by namespace/name so bind can find them.
+
+Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
+``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
+thread-safe; ``assume`` checks and assumes atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from extender.cache.snapshot import Snapshot
+from extender.framework.clock import Clock
+from extender.framework.status import Status
+from extender.framework.views import NodeInfo, PodInfo, pod_key
+
+log = logging.getLogger(__name__)
+
+
+class AssumeError(Exception):
+    """The pod cannot be assumed (already assumed or bound, or the node is gone)."""
+
+
+@dataclass(slots=True)
+class _PodState:
+    info: PodInfo
+    assumed: bool = False
+    binding_finished: bool = False
+    deadline: float = 0.0
+
+
+class ClusterCache:
+    def __init__(self, resources: Iterable[str], clock: Clock, assumed_ttl: float = 30.0) -> None:
+        self.resources = frozenset(resources)
+        self.clock = clock
+        self.assumed_ttl = assumed_ttl
+        self._lock = threading.RLock()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, _PodState] = {}
+        self._pending: dict[str, PodInfo] = {}
+        self._assumed: dict[str, _PodState] = {}
+        self._generation = 0
+        self._dirty: set[str] = set()
+        self._snapshot = Snapshot()
+        self._synced = threading.Event()
+
+    # ---- sync state -------------------------------------------------------------------------
+
+    def mark_synced(self) -> None:
+        """The initial lists are in; readiness may be reported."""
+        self._synced.set()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    # ---- nodes ------------------------------------------------------------------------------
+
+    def _store(self, info: NodeInfo) -> None:
+        self._nodes[info.name] = info
+        self._dirty.add(info.name)
+
+    def _bump(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    def upsert_node(self, raw: Mapping[str, Any]) -> None:
+        """Add or update a Node. Raises ValueError for an object without a name or with a malformed
+        quantity (the caller logs, counts and skips it)."""
+        name = (raw.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("node metadata.name must be a non-empty string")
+        allocatable = NodeInfo.allocatable_of(raw, self.resources)
+        with self._lock:
+            current = self._nodes.get(name) or NodeInfo(name, None)
+            self._store(current.with_node(raw, allocatable, self._bump()))
+
+    def remove_node(self, name: str) -> None:
+        """Remove a node. Pods still accounted on it are kept on a hidden placeholder, so their
+        usage is right again if the node comes back before their deletions arrive."""
+        with self._lock:
+            current = self._nodes.get(name)
+            if current is None:
+                return
+            if current.pods:
+                self._store(NodeInfo(name, None, current.allocatable, current.requested, current.pods, self._bump()))
+            else:
+                del self._nodes[name]
+                self._bump()
+                self._dirty.add(name)
+
+    # ---- pods -------------------------------------------------------------------------------
+
+    def _account(self, info: PodInfo) -> None:
+        node = self._nodes.get(info.node_name) or NodeInfo(info.node_name, None)
+        self._store(node.with_pod(info, self._bump()))
+
+    def _unaccount(self, info: PodInfo) -> None:
+        node = self._nodes.get(info.node_name)
+        if node is None:
+            return
+        node = node.without_pod(info.uid, self._bump())
+        if node.node is None and not node.pods:
+            del self._nodes[node.name]
+            self._dirty.add(node.name)
+        else:
+            self._store(node)
+
+    def upsert_pod(self, raw: Mapping[str, Any]) -> PodInfo:
+        """Add or update a Pod from the cluster. A bound pod confirms its assumption (or is
+        accounted if nobody assumed it); a terminal pod releases its resources; an unbound pod is
+        remembered as pending. Raises ValueError on a malformed pod."""
+        info = PodInfo.from_pod(raw, self.resources)
+        with self._lock:
+            state = self._pods.get(info.uid)
+            if info.terminal:
+                self._pending.pop(info.key, None)
+                if state is not None:
+                    del self._pods[info.uid]
+                    self._assumed.pop(info.uid, None)
+                    self._unaccount(state.info)
+                return info
+            if not info.node_name:
+                if state is None or not state.assumed:
+                    self._pending[info.key] = info
+                return info
+            if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
+                del self._pending[info.key]
+            if state is not None:
+                if state.info.node_name != info.node_name:
+                    log.warning("pod assumed on one node was bound to another",
+                                extra={"pod": info.key, "assumed": state.info.node_name, "bound": info.node_name})
+                self._unaccount(state.info)
+                self._assumed.pop(info.uid, None)
+            self._pods[info.uid] = _PodState(info)
+            self._account(info)
+            return info
+
+    def remove_pod(self, raw: Mapping[str, Any]) -> None:
+        """The pod was deleted: release whatever it held and forget it."""
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        with self._lock:
+            pending = self._pending.get(key)
+            if pending is not None and (not uid or pending.uid == uid):
+                del self._pending[key]
+            state = self._pods.pop(uid, None)
+            self._assumed.pop(uid, None)
+            if state is not None:
+                self._unaccount(state.info)
+
+    def assume(self, pod: PodInfo, node_name: str,
+               check: Callable[[NodeInfo], Status] | None = None) -> Status:
+        """Count ``pod`` on ``node_name`` now. ``check`` runs on the node's current NodeInfo under
+        the cache lock first; if it does not succeed nothing is assumed and its status is returned.
+        Raises AssumeError if the pod is already assumed or bound, or the node is unknown."""
+        with self._lock:
+            if pod.uid in self._pods:
+                raise AssumeError(f"pod {pod.key} is already assumed or bound")
+            node = self._nodes.get(node_name)
+            if node is None or node.node is None:
+                raise AssumeError(f"node {node_name} is not in the extender cache")
+            if check is not None:
+                status = check(node)
+                if not status.ok:
+                    return status
+            info = pod.bound_to(node_name)
+            self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
+            self._account(info)
+            return Status()
+
+    def finish_binding(self, uid: str) -> None:
+        """The Binding was written: start the confirmation TTL. No-op if the watch already
+        confirmed the pod or it is unknown."""
+        with self._lock:
+            state = self._pods.get(uid)
+            if state is not None and state.assumed:
+                state.binding_finished = True
+                state.deadline = self.clock.monotonic() + self.assumed_ttl
+
+    def forget(self, uid: str) -> bool:
+        """Drop an assumption (the binding cycle failed). Returns False if the pod was not assumed
+        (never assumed, or already confirmed by the cluster: then the cluster is right)."""
+        with self._lock:
+            state = self._assumed.pop(uid, None)
+            if state is None:
+                return False
+            del self._pods[uid]
+            self._unaccount(state.info)
+            return True
+
+    def cleanup_expired(self) -> list[PodInfo]:
+        """Expire assumed pods whose binding finished but was never confirmed within the TTL."""
+        if self.assumed_ttl <= 0:
+            return []
+        now = self.clock.monotonic()
+        expired: list[PodInfo] = []
+        with self._lock:
+            for uid, state in list(self._assumed.items()):
+                if state.binding_finished and state.deadline <= now:
+                    del self._assumed[uid]
+                    del self._pods[uid]
+                    self._unaccount(state.info)
+                    expired.append(state.info)
+        for info in expired:
+            log.warning("assumed pod expired: binding never confirmed by the cluster",
+                        extra={"pod": info.key, "node": info.node_name})
+        return expired
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The current consistent view; O(1) when nothing changed since the last call."""
+        with self._lock:
+            if self._dirty:
+                changed: dict[str, NodeInfo | None] = {}
+                for name in self._dirty:
+                    info = self._nodes.get(name)
+                    changed[name] = info if info is not None and info.node is not None else None
+                self._dirty.clear()
+                self._snapshot = self._snapshot.updated(changed, self._generation)
+            return self._snapshot
+
+    def pod(self, uid: str) -> PodInfo | None:
+        """A pod accounted on a node (bound or assumed), by UID."""
+        with self._lock:
+            state = self._pods.get(uid)
+            return state.info if state is not None else None
+
+    def is_assumed(self, uid: str) -> bool:
+        with self._lock:
+            state = self._pods.get(uid)
+            return state is not None and state.assumed
+
+    def pending_pod(self, namespace: str, name: str) -> PodInfo | None:
+        with self._lock:
+            return self._pending.get(pod_key(namespace, name))
+
+    def pending_pods(self) -> list[PodInfo]:
+        with self._lock:
+            return list(self._pending.values())
+
+    def sizes(self) -> dict[str, int]:
+        """Counts for the cache metrics: nodes, pods (accounted on nodes), assumed pods."""
+        with self._lock:
+            nodes = sum(1 for n in self._nodes.values() if n.node is not None)
+            return {"nodes": nodes, "pods": len(self._pods), "assumed_pods": len(self._assumed),
+                    "pending_pods": len(self._pending)}

@@ -1,0 +1,143 @@
+"""The ``kube-extender`` command.
+
+    kube-extender serve [--config FILE] [--cluster FILE] [--host H] [--port P] [--threads N]
+    kube-extender config scheduler [--config FILE] [--url URL] [--full]
+    kube-extender config check FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+import yaml
+
+from extender import __version__
+from extender.cluster.memory import MemoryCluster
+from extender.cluster.objects import ClusterFileError, load_file
+from extender.config.model import ConfigError, ExtenderConfig, load_config
+from extender.logs import setup_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kube-extender",
+                                description="A Kubernetes scheduler extender running its own scheduling framework.")
+    p.add_argument("--version", action="version", version=f"kube-extender {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="serve the extender verbs over HTTP (gunicorn, one worker)",
+                           description="Serve filter/prioritize/preempt/bind. Without --cluster the embedded "
+                                       "demo cluster is used.")
+    serve.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
+    serve.add_argument("--cluster", metavar="FILE",
+                       help="YAML file of Nodes and Pods to serve from memory (default: the embedded demo cluster)")
+    serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: server.port, 8888)")
+    serve.add_argument("--threads", type=int, help="request threads (default: server.threads, 64)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="default: server.logLevel")
+
+    config = sub.add_parser("config", help="work with the configuration",
+                            description="Print the kube-scheduler stanza or check a configuration file.")
+    csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    sched = csub.add_parser("scheduler", help="print the KubeSchedulerConfiguration `extenders:` entry",
+                            description="Print the kube-scheduler (kubescheduler.config.k8s.io/v1) extenders entry "
+                                        "that matches this extender's configuration.")
+    sched.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
+    sched.add_argument("--url", help="urlPrefix kube-scheduler should call (default: extender.urlPrefix)")
+    sched.add_argument("--full", action="store_true",
+                       help="print a whole KubeSchedulerConfiguration with one profile per schedulerName")
+    check = csub.add_parser("check", help="validate a configuration file (plugins and their args included)",
+                            description="Exit 0 and print a summary if FILE is valid; else list every problem "
+                                        "with its key path and exit 1.")
+    check.add_argument("file", metavar="FILE")
+    return p
+
+
+def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str, Any]:
+    """The kube-scheduler ``extenders:`` entry consistent with ``config``."""
+    e = config.extender
+    entry: dict[str, Any] = {"urlPrefix": url or e.url_prefix}
+    for key, verb in (("filterVerb", e.filter_verb), ("prioritizeVerb", e.prioritize_verb),
+                      ("preemptVerb", e.preempt_verb), ("bindVerb", e.bind_verb)):
+        if verb:
+            entry[key] = verb
+    if e.prioritize_verb:
+        entry["weight"] = e.weight
+    entry["enableHTTPS"] = (url or e.url_prefix).startswith("https://")
+    entry["httpTimeout"] = _go_duration(e.http_timeout)
+    entry["nodeCacheCapable"] = e.node_cache_capable
+    entry["ignorable"] = e.ignorable
+    entry["managedResources"] = [{"name": r.name, "ignoredByScheduler": r.ignored_by_scheduler}
+                                 for r in config.managed_resources]
+    return entry
+
+
+def _go_duration(seconds: float) -> str:
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{int(round(seconds * 1000))}ms"
+
+
+def _print_scheduler(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    entry = scheduler_entry(config, args.url)
+    if args.full:
+        doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+               "profiles": [{"schedulerName": p.scheduler_name} for p in config.profiles],
+               "extenders": [entry]}
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+    else:
+        sys.stdout.write("# Add to your KubeSchedulerConfiguration (apiVersion: kubescheduler.config.k8s.io/v1):\n")
+        sys.stdout.write(yaml.safe_dump({"extenders": [entry]}, sort_keys=False))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from extender.app import create_app
+
+    config = load_config(args.file)
+    create_app(config, source=MemoryCluster())  # builds every profile: plugin names and args
+    profiles = ", ".join(p.scheduler_name for p in config.profiles)
+    managed = ", ".join(sorted(config.managed_names)) or "(none)"
+    print(f"{args.file}: ok (profiles: {profiles}; managed resources: {managed}; "
+          f"verbs: {', '.join(config.verbs())}; httpTimeout: {_go_duration(config.extender.http_timeout)})")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from extender.app import create_app
+    from extender.server import ExtenderServer
+
+    config = load_config(args.config).with_server(host=args.host, port=args.port, threads=args.threads,
+                                                  log_level=args.log_level)
+    setup_logging(config.server.log_level, config.server.log_format)
+    cluster_file = args.cluster
+    if cluster_file:
+        load_file(cluster_file)  # fail here, with a clear message, rather than in the worker
+
+    def factory() -> Any:
+        setup_logging(config.server.log_level, config.server.log_format)
+        source = MemoryCluster.from_file(cluster_file) if cluster_file else MemoryCluster.demo()
+        return create_app(config, source=source)
+
+    ExtenderServer(factory, host=config.server.host, port=config.server.port, threads=config.server.threads,
+                   log_level=config.server.log_level).run()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.config_command == "scheduler":
+            return _print_scheduler(args)
+        return _check(args)
+    except (ConfigError, ClusterFileError) as exc:
+        print(f"kube-extender: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""MemoryCluster: an in-memory cluster that is both a ClusterSource and a ClusterWriter.
+
+Used for the embedded demo cluster, ``--cluster FILE``, tests and simulation. Writes behave like
+the API server where the extender depends on it: a Binding with a UID precondition (409-style
+conflict when the UID differs or the pod is bound elsewhere, success when already bound to the
+same node), evictions that honour PodDisruptionBudgets, resourceVersions that increase on every
+write. Every change is delivered synchronously to the subscribed sinks, so a bind is visible in
+the cache before ``bind`` returns. Stored objects are never mutated: each write stores a copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import deque
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from extender.cluster.interfaces import ClusterEvents
+from extender.cluster.objects import load_file, load_objects
+from extender.framework.handle import WriteError
+from extender.framework.views import TERMINAL_PHASES, pod_key
+
+log = logging.getLogger(__name__)
+
+
+def _key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name")))
+
+
+def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """LabelSelector semantics (matchLabels + matchExpressions); an empty selector matches all."""
+    if not selector:
+        return True
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+class MemoryCluster:
+    def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None) -> None:
+        objects = objects or {}
+        self._lock = threading.RLock()
+        self._rv = 0
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
+        self._sinks: list[ClusterEvents] = []
+        self.events: deque[dict[str, Any]] = deque(maxlen=2000)
+        self.skipped = 0
+        for node in objects.get("Node", []):
+            self._nodes[node["metadata"]["name"]] = self._stamp(node)
+        for pod in objects.get("Pod", []):
+            pod = self._stamp(pod)
+            pod["metadata"].setdefault("namespace", "default")
+            self._pods[_key_of(pod)] = pod
+
+    # ---- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> MemoryCluster:
+        return cls(load_file(path))
+
+    @classmethod
+    def from_text(cls, text: str, origin: str = "<cluster>") -> MemoryCluster:
+        return cls(load_objects(text, origin))
+
+    @classmethod
+    def demo(cls) -> MemoryCluster:
+        """The embedded demo cluster shipped in the package."""
+        text = importlib_resources.files("extender.cluster").joinpath("data/demo-cluster.yaml").read_text()
+        return cls.from_text(text, "demo-cluster.yaml")
+
+    def _stamp(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(dict(obj))
+        self._rv += 1
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(self._rv)
+        return obj
+
+    # ---- source -----------------------------------------------------------------------------
+
+    def start(self, sink: ClusterEvents) -> None:
+        with self._lock:
+            for node in self._nodes.values():
+                self._deliver(sink.upsert_node, node, "node")
+            for pod in self._pods.values():
+                self._deliver(sink.upsert_pod, pod, "pod")
+            self._sinks.append(sink)
+        sink.mark_synced()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._sinks.clear()
+
+    def _deliver(self, fn: Any, obj: Any, kind: str) -> None:
+        try:
+            fn(obj)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.skipped += 1
+            log.warning("skipping malformed object", extra={"kind": kind, "object": _key_of(obj), "error": str(exc)})
+
+    def _publish_pod(self, pod: dict[str, Any]) -> None:
+        for sink in list(self._sinks):
+            self._deliver(sink.upsert_pod, pod, "pod")
+
+    # ---- direct changes (tests, simulation) ------------------------------------------------
+
+    def add_node(self, node: Mapping[str, Any]) -> None:
+        with self._lock:
+            node = self._stamp(node)
+            self._nodes[node["metadata"]["name"]] = node
+            for sink in list(self._sinks):
+                self._deliver(sink.upsert_node, node, "node")
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            if self._nodes.pop(name, None) is not None:
+                for sink in list(self._sinks):
+                    sink.remove_node(name)
+
+    def add_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a pod; returns the stored copy."""
+        with self._lock:
+            stored = self._stamp(pod)
+            stored["metadata"].setdefault("namespace", "default")
+            self._pods[_key_of(stored)] = stored
+            self._publish_pod(stored)
+            return stored
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        with self._lock:
+            pod = self._pods.pop(pod_key(namespace, name), None)
+            if pod is None:
+                return False
+            for sink in list(self._sinks):
+                sink.remove_pod(pod)
+            return True
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            pod = self._pods.get(pod_key(namespace, name))
+            return copy.deepcopy(pod) if pod is not None else None
+
+    def pods(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(p) for p in self._pods.values()]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(n) for n in self._nodes.values()]
+
+    # ---- writer -----------------------------------------------------------------------------
+
+    def _pod_for_write(self, namespace: str, name: str) -> dict[str, Any]:
+        pod = self._pods.get(pod_key(namespace, name))
+        if pod is None:
+            raise WriteError(f'pods "{name}" not found in namespace {namespace}')
+        return pod
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        with self._lock:
+            pod = self._pod_for_write(namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise WriteError(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                 f"{pod['metadata'].get('uid')}", conflict=True)
+            current = (pod.get("spec") or {}).get("nodeName")
+            if current == node:
+                return
+            if current:
+                raise WriteError(f'pod {name} is already assigned to node "{current}"', conflict=True)
+            if node not in self._nodes:
+                raise WriteError(f'nodes "{node}" not found')
+            stored = self._stamp(pod)
+            stored["spec"]["nodeName"] = node
+            status = stored.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True"})
+            status["conditions"] = conditions
+            self._pods[pod_key(namespace, name)] = stored
+            self._publish_pod(stored)
+
+    def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
+                           labels: Mapping[str, str | None] | None = None,
+                           resource_version: str | None = None) -> None:
+        with self._lock:
+            pod = self._pod_for_write(namespace, name)
+            if resource_version is not None and pod["metadata"].get("resourceVersion") != resource_version:
+                raise WriteError(f"the object has been modified (resourceVersion {resource_version} is stale)",
+                                 conflict=True)
+            stored = self._stamp(pod)
+            for field_name, changes in (("annotations", annotations), ("labels", labels)):
+                if not changes:
+                    continue
+                target = dict(stored["metadata"].get(field_name) or {})
+                for k, v in changes.items():
+                    if v is None:
+                        target.pop(k, None)
+                    else:
+                        target[k] = v
+                stored["metadata"][field_name] = target
+            self._pods[pod_key(namespace, name)] = stored
+            self._publish_pod(stored)
+
+    def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
+        with self._lock:
+            pod = self._pod_for_write(namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise WriteError(f"pod {namespace}/{name} has a different UID", conflict=True)
+            for pdb in self._pdbs:
+                if self._violates(pdb, pod):
+                    raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.",
+                                     conflict=True)
+            self.delete_pod(namespace, name)
+
+    def _violates(self, pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+        meta = pdb.get("metadata") or {}
+        if (meta.get("namespace") or "default") != (pod["metadata"].get("namespace") or "default"):
+            return False
+        spec = pdb.get("spec") or {}
+        selector = spec.get("selector")
+        if not _matches(selector, pod["metadata"].get("labels") or {}):
+            return False
+        healthy = [p for p in self._pods.values()
+                   if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
+                   and _matches(selector, p["metadata"].get("labels") or {})
+                   and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
+                   and (p.get("spec") or {}).get("nodeName")]
+        if isinstance(spec.get("minAvailable"), int):
+            return len(healthy) - 1 < spec["minAvailable"]
+        if isinstance(spec.get("maxUnavailable"), int):
+            return spec["maxUnavailable"] < 1
+        return False
+
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        self.events.append({"object": f"{meta.get('namespace', '')}/{meta.get('name', '')}", "type": type_,
+                            "reason": reason, "message": message})

@@ -1,0 +1,85 @@
+"""Loading Kubernetes objects from YAML: multi-document files or a ``v1`` ``List``.
+
+Nodes, Pods, PriorityClasses and PodDisruptionBudgets are kept; other kinds are ignored with a
+warning. Pods without ``spec.priority`` get it from their ``priorityClassName`` or the global
+default class, as the admission controller would have done in a real cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+KINDS = ("Node", "Pod", "PriorityClass", "PodDisruptionBudget")
+
+
+class ClusterFileError(ValueError):
+    """A cluster file that cannot be used; the message names the file and document."""
+
+
+def _documents(text: str, origin: str) -> Iterable[tuple[str, Any]]:
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise ClusterFileError(f"{origin}: not valid YAML: {exc}") from exc
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        where = f"{origin} document {i + 1}"
+        if not isinstance(doc, dict):
+            raise ClusterFileError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+        if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ClusterFileError(f"{where}: items must be a list")
+            for j, item in enumerate(items):
+                yield f"{where} item {j + 1}", item
+        else:
+            yield where, doc
+
+
+def load_objects(text: str, origin: str = "<cluster>") -> dict[str, list[dict[str, Any]]]:
+    """Parse YAML text into objects grouped by kind (keys: KINDS). Raises ClusterFileError."""
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    for where, obj in _documents(text, origin):
+        if not isinstance(obj, dict):
+            raise ClusterFileError(f"{where}: expected an object")
+        kind = obj.get("kind")
+        if kind not in KINDS:
+            log.warning("ignoring object of unsupported kind", extra={"where": where, "kind": kind})
+            continue
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ClusterFileError(f"{where}: {kind} needs metadata.name")
+        if kind == "Pod" and not isinstance(obj.get("spec"), dict):
+            raise ClusterFileError(f"{where}: Pod {meta['name']} needs a spec")
+        out[kind].append(obj)
+    _apply_priority_classes(out)
+    return out
+
+
+def load_file(path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ClusterFileError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    return load_objects(text, str(p))
+
+
+def _apply_priority_classes(objs: dict[str, list[dict[str, Any]]]) -> None:
+    classes = {pc["metadata"]["name"]: pc for pc in objs["PriorityClass"]}
+    default = next((pc for pc in classes.values() if pc.get("globalDefault")), None)
+    for pod in objs["Pod"]:
+        spec = pod["spec"]
+        if spec.get("priority") is not None:
+            continue
+        pc = classes.get(spec.get("priorityClassName") or "") or default
+        if pc is not None:
+            spec["priority"] = int(pc.get("value", 0))
+            spec.setdefault("preemptionPolicy", pc.get("preemptionPolicy") or "PreemptLowerPriority")

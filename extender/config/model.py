@@ -1,0 +1,404 @@
+"""ExtenderConfiguration: one file feeds the server, the profiles and the scheduler's stanza.
+
+Example (every key optional; these are the defaults)::
+
+    apiVersion: kube-extender.io/v1alpha1
+    kind: ExtenderConfiguration
+    managedResources:                  # resources this extender accounts and kube-scheduler delegates
+      - {name: example.com/gpu, ignoredByScheduler: true}
+    annotationPrefix: kube-extender.io/
+    extender:                          # how kube-scheduler reaches us (-> `config scheduler`)
+      urlPrefix: ""                    # default http://<server.host>:<server.port><server.pathPrefix>
+      filterVerb: filter
+      prioritizeVerb: prioritize
+      preemptVerb: preempt
+      bindVerb: bind                   # "" = let kube-scheduler bind (no Reserve/Permit then)
+      weight: 1
+      httpTimeout: 5s                  # Permit waits are budgeted below this
+      nodeCacheCapable: true
+      ignorable: false
+    server:
+      host: 127.0.0.1
+      port: 8888
+      pathPrefix: /scheduler
+      threads: 64                      # concurrent requests (binds may wait in Permit)
+      maxRequestBytes: 64Mi
+      logLevel: info                   # debug | info | warning | error
+      logFormat: logfmt                # logfmt | json
+    cache:
+      assumedPodTTL: 30s               # 0 = assumed pods never expire
+    profiles:
+      - schedulerName: default-scheduler
+        plugins:                       # per extension point: {enabled: [{name, weight}], disabled: [name|"*"]}
+          multiPoint: {enabled: []}
+        pluginConfig:
+          - name: NodeResources
+            args: {scoringStrategy: {type: MostAllocated}}
+
+Errors name the key path (``profiles[0].plugins.score.enabled[1].weight: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
+
+from extender.framework.interfaces import EXTENSION_POINTS
+from extender.framework.resources import QuantityError, milli
+from extender.runtime.profile import PluginRef, PluginSet, ProfileSpec
+
+API_VERSION = "kube-extender.io/v1alpha1"
+KIND = "ExtenderConfiguration"
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/"
+                        r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; ``problems`` pairs key paths with messages."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "") -> None:
+        self.problems = problems
+        self.source = source
+        head = f"invalid configuration{f' in {source}' if source else ''}"
+        super().__init__(head + ":\n" + "\n".join(f"  {path or '<root>'}: {msg}" for path, msg in problems))
+
+
+def parse_duration(value: Any) -> float:
+    """Go-style duration ("5s", "1m30s", "250ms") or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("not a duration")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and _DURATION.match(value.strip()):
+        return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))
+    if value == "0":
+        return 0.0
+    raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
+
+
+class Duration(fields.Field):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+        if seconds < 0:
+            raise ValidationError("must not be negative")
+        return seconds
+
+
+class ByteSize(fields.Field):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        try:
+            amount = milli(value) // 1000
+        except QuantityError as exc:
+            raise ValidationError(str(exc)) from exc
+        if amount <= 0:
+            raise ValidationError("must be positive")
+        return amount
+
+
+def valid_extended_resource_name(name: str) -> str | None:
+    """kube-scheduler's rule for managedResources names; returns the problem or None."""
+    if "/" not in name:
+        return "must be a qualified extended resource name with a domain, like example.com/gpu"
+    if not _QUALIFIED.match(name):
+        return "must be a qualified name (domain/name)"
+    domain = name.split("/", 1)[0]
+    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+        return "must not be in the kubernetes.io namespace"
+    if name.startswith("requests."):
+        return "must not start with 'requests.'"
+    return None
+
+
+class _Strict(Schema):
+    """Unknown keys are errors; an absent or null nested section is loaded as ``{}`` so its own
+    defaults apply (marshmallow does not deserialize ``load_default`` values)."""
+
+    class Meta:
+        unknown = RAISE
+
+    @pre_load
+    def fill_sections(self, data: Any, **_: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        for name, f in self.fields.items():
+            if isinstance(f, fields.Nested) and data.get(name) is None:
+                data[name] = {}
+        return data
+
+
+class _ManagedResource(_Strict):
+    name = fields.String(required=True)
+    ignoredByScheduler = fields.Boolean(load_default=True)
+
+    @validates_schema
+    def check_name(self, data: dict[str, Any], **_: Any) -> None:
+        problem = valid_extended_resource_name(data.get("name", ""))
+        if problem:
+            raise ValidationError(problem, "name")
+
+
+class _Extender(_Strict):
+    urlPrefix = fields.String(load_default="")
+    filterVerb = fields.String(load_default="filter")
+    prioritizeVerb = fields.String(load_default="prioritize")
+    preemptVerb = fields.String(load_default="preempt")
+    bindVerb = fields.String(load_default="bind")
+    weight = fields.Integer(load_default=1, strict=True, validate=validate.Range(min=1, max=100))
+    httpTimeout = Duration(load_default=5.0)
+    nodeCacheCapable = fields.Boolean(load_default=True)
+    ignorable = fields.Boolean(load_default=False)
+
+    @validates_schema
+    def check(self, data: dict[str, Any], **_: Any) -> None:
+        for key in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb"):
+            verb = data.get(key, "")
+            if verb and not re.fullmatch(r"[A-Za-z0-9._~-]+", verb):
+                raise ValidationError("must be a single URL path segment", key)
+        if data.get("httpTimeout", 5.0) == 0:
+            raise ValidationError("must be positive (kube-scheduler treats 0 as 5s; say 5s)", "httpTimeout")
+
+
+class _Server(_Strict):
+    host = fields.String(load_default="127.0.0.1")
+    port = fields.Integer(load_default=8888, strict=True, validate=validate.Range(min=1, max=65535))
+    pathPrefix = fields.String(load_default="/scheduler", validate=validate.Regexp(r"^(/[A-Za-z0-9._~-]+)*$",
+                               error="must be empty or a path like /scheduler (no trailing slash)"))
+    threads = fields.Integer(load_default=64, strict=True, validate=validate.Range(min=1, max=10000))
+    maxRequestBytes = ByteSize(load_default=64 * 2**20)
+    logLevel = fields.String(load_default="info", validate=validate.OneOf(["debug", "info", "warning", "error"]))
+    logFormat = fields.String(load_default="logfmt", validate=validate.OneOf(["logfmt", "json"]))
+
+
+class _Cache(_Strict):
+    assumedPodTTL = Duration(load_default=30.0)
+
+
+class _PluginRef(_Strict):
+    name = fields.String(required=True, validate=validate.Length(min=1))
+    weight = fields.Integer(load_default=1, strict=True)
+
+
+class _PluginSet(_Strict):
+    enabled = fields.List(fields.Nested(_PluginRef), load_default=list)
+    disabled = fields.List(fields.Raw(), load_default=list)
+
+    @post_load
+    def names(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        # kube-scheduler writes disabled entries as {name: X}; accept that and plain strings
+        out = []
+        for i, d in enumerate(data["disabled"]):
+            name = d.get("name") if isinstance(d, dict) else d
+            if not isinstance(name, str) or not name:
+                raise ValidationError({"disabled": {i: ["must be a plugin name or {name: ...}"]}})
+            out.append(name)
+        data["disabled"] = out
+        return data
+
+
+_PLUGIN_POINTS = {point: fields.Nested(_PluginSet) for point in ["multiPoint", *EXTENSION_POINTS]}
+_Plugins = _Strict.from_dict(_PLUGIN_POINTS, name="Plugins")
+
+
+class _PluginConfig(_Strict):
+    name = fields.String(required=True)
+    args = fields.Dict(load_default=dict)
+
+
+class _Profile(_Strict):
+    schedulerName = fields.String(required=True, validate=validate.Length(min=1))
+    plugins = fields.Nested(_Plugins, load_default=dict)
+    pluginConfig = fields.List(fields.Nested(_PluginConfig), load_default=list)
+
+
+class _Config(_Strict):
+    apiVersion = fields.String(required=True, validate=validate.Equal(API_VERSION))
+    kind = fields.String(required=True, validate=validate.Equal(KIND))
+    managedResources = fields.List(fields.Nested(_ManagedResource), required=True)
+    annotationPrefix = fields.String(load_default="kube-extender.io/",
+                                     validate=validate.Regexp(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$",
+                                                              error="must be a DNS subdomain followed by '/'"))
+    extender = fields.Nested(_Extender, load_default=dict)
+    server = fields.Nested(_Server, load_default=dict)
+    cache = fields.Nested(_Cache, load_default=dict)
+    profiles = fields.List(fields.Nested(_Profile), required=True)
+
+    @pre_load
+    def default_lists(self, data: Any, **_: Any) -> Any:
+        if isinstance(data, Mapping):
+            data = dict(data)
+            if data.get("managedResources") is None:
+                data["managedResources"] = [{"name": "example.com/gpu", "ignoredByScheduler": True}]
+            if data.get("profiles") is None:
+                data["profiles"] = [{"schedulerName": "default-scheduler"}]
+        return data
+
+    @validates_schema
+    def check(self, data: dict[str, Any], **_: Any) -> None:
+        names = [r["name"] for r in data.get("managedResources", [])]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValidationError(f"duplicate managed resource name(s): {', '.join(dupes)}", "managedResources")
+        profiles = [p["schedulerName"] for p in data.get("profiles", [])]
+        if not profiles:
+            raise ValidationError("at least one profile is required", "profiles")
+        if len(set(profiles)) != len(profiles):
+            raise ValidationError("schedulerName must be unique across profiles", "profiles")
+
+
+@dataclass(frozen=True)
+class ManagedResource:
+    name: str
+    ignored_by_scheduler: bool = True
+
+
+@dataclass(frozen=True)
+class ExtenderLink:
+    """How kube-scheduler calls this extender (its ``extenders:`` entry)."""
+
+    url_prefix: str
+    filter_verb: str = "filter"
+    prioritize_verb: str = "prioritize"
+    preempt_verb: str = "preempt"
+    bind_verb: str = "bind"
+    weight: int = 1
+    http_timeout: float = 5.0
+    node_cache_capable: bool = True
+    ignorable: bool = False
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8888
+    path_prefix: str = "/scheduler"
+    threads: int = 64
+    max_request_bytes: int = 64 * 2**20
+    log_level: str = "info"
+    log_format: str = "logfmt"
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    managed_resources: tuple[ManagedResource, ...]
+    annotation_prefix: str
+    extender: ExtenderLink
+    server: ServerConfig
+    assumed_pod_ttl: float
+    profiles: tuple[ProfileSpec, ...]
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def managed_names(self) -> frozenset[str]:
+        return frozenset(r.name for r in self.managed_resources)
+
+    def with_server(self, **changes: Any) -> ExtenderConfig:
+        """A copy with server settings overridden (CLI flags); the default urlPrefix follows."""
+        from dataclasses import replace
+        server = replace(self.server, **{k: v for k, v in changes.items() if v is not None})
+        link = self.extender
+        if not self.raw.get("extender", {}).get("urlPrefix"):
+            link = replace(link, url_prefix=_default_url(server))
+        return replace(self, server=server, extender=link)
+
+    def verbs(self) -> dict[str, str]:
+        """verb kind -> URL path segment, for the verbs that are enabled."""
+        e = self.extender
+        pairs = {"filter": e.filter_verb, "prioritize": e.prioritize_verb, "preempt": e.preempt_verb, "bind": e.bind_verb}
+        return {k: v for k, v in pairs.items() if v}
+
+
+def _default_url(server: ServerConfig) -> str:
+    return f"http://{server.host}:{server.port}{server.path_prefix}"
+
+
+def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(messages, Mapping):
+        for key, value in messages.items():
+            if key == "_schema":
+                path = prefix
+            elif isinstance(key, int):
+                path = f"{prefix}[{key}]"
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
+            out.extend(_flatten(value, path))
+    elif isinstance(messages, (list, tuple)):
+        for m in messages:
+            out.extend(_flatten(m, prefix))
+    else:
+        text = str(messages)
+        if text == "Unknown field.":
+            text = "unknown key"
+        out.append((prefix, text))
+    return out
+
+
+def _profile(data: Mapping[str, Any]) -> ProfileSpec:
+    plugins = {
+        point: PluginSet(tuple(PluginRef(r["name"], r["weight"]) for r in ps["enabled"]), tuple(ps["disabled"]))
+        for point, ps in data["plugins"].items()
+    }
+    args = {pc["name"]: pc["args"] for pc in data["pluginConfig"]}
+    return ProfileSpec(data["schedulerName"], plugins, args)
+
+
+def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
+    """Validate a decoded configuration document. Raises ConfigError naming every bad key.
+    Plugin names and args are validated when profiles are built (``extender.app``)."""
+    if raw is None:
+        raw = {"apiVersion": API_VERSION, "kind": KIND}
+    if not isinstance(raw, Mapping):
+        raise ConfigError([("", f"expected a mapping, got {type(raw).__name__}")], source)
+    try:
+        data = _Config().load(raw)
+    except ValidationError as exc:
+        raise ConfigError(_flatten(exc.messages), source) from exc
+    s = data["server"]
+    server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
+                          s["logLevel"], s["logFormat"])
+    e = data["extender"]
+    link = ExtenderLink(e["urlPrefix"] or _default_url(server), e["filterVerb"], e["prioritizeVerb"],
+                        e["preemptVerb"], e["bindVerb"], e["weight"], e["httpTimeout"], e["nodeCacheCapable"],
+                        e["ignorable"])
+    return ExtenderConfig(
+        managed_resources=tuple(ManagedResource(r["name"], r["ignoredByScheduler"]) for r in data["managedResources"]),
+        annotation_prefix=data["annotationPrefix"],
+        extender=link,
+        server=server,
+        assumed_pod_ttl=data["cache"]["assumedPodTTL"],
+        profiles=tuple(_profile(p) for p in data["profiles"]),
+        raw=dict(raw),
+    )
+
+
+def default_config() -> ExtenderConfig:
+    return parse_config(None, "<defaults>")
+
+
+def load_config(path: str | Path | None) -> ExtenderConfig:
+    """Load and validate a configuration file; None gives the defaults."""
+    if path is None:
+        return default_config()
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"not valid YAML: {exc}")], str(p)) from exc
+    return parse_config(raw, str(p))

@@ -1,0 +1,36 @@
+"""Per-attempt key/value state shared by the plugins of one cycle.
+
+One CycleState lives for one verb call (filter, prioritize, preempt) or one binding cycle (bind);
+the extender protocol gives no cycle identity across HTTP requests, so a plugin that needs its
+PreFilter result in Score recomputes it in PreScore. Keys are conventionally the plugin name.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class CycleState:
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+
+    def read(self, key: str) -> Any:
+        """Return the value under ``key``; raises KeyError if no plugin wrote it this cycle."""
+        with self._lock:
+            return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            return self._data.get(key, default)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)

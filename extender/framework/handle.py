@@ -1,0 +1,90 @@
+"""What a plugin may ask of the engine: state, time, the cluster writer and the waiting room.
+
+Plugins receive a Handle at construction. They never reach the cache, the queue or the HTTP layer
+directly; the engine implements this protocol (``extender.runtime.handle.EngineHandle``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Protocol
+
+from extender.framework.clock import Clock
+from extender.framework.views import NodeInfo, PodInfo
+
+
+class WriteError(Exception):
+    """A write to the cluster failed. ``conflict`` marks a lost precondition (HTTP 409: the object
+    changed, the pod is already bound, the UID differs) as opposed to a transient failure."""
+
+    def __init__(self, message: str, *, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.conflict = conflict
+
+
+class ClusterWriter(Protocol):
+    """Writes to the cluster. Implementations: in-memory (``extender.cluster.memory``) and
+    Kubernetes. Every method raises WriteError on failure and is safe to call from many threads."""
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind the pod to ``node`` with its UID as a precondition. Already bound to ``node`` is
+        success; bound elsewhere or a different UID raises WriteError(conflict=True)."""
+
+    def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
+                           labels: Mapping[str, str | None] | None = None,
+                           resource_version: str | None = None) -> None:
+        """Merge-patch annotations/labels (None deletes a key), with an optional resourceVersion
+        precondition."""
+
+    def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
+        """Evict the pod through the Eviction API (PodDisruptionBudgets honoured)."""
+
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+        """Record an Event about ``obj`` (best effort: never raises)."""
+
+
+class SnapshotView(Protocol):
+    """A consistent, read-only view of the cluster for one request."""
+
+    generation: int
+
+    def get(self, name: str) -> NodeInfo | None: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[NodeInfo]: ...
+
+
+class WaitingPodView(Protocol):
+    """A pod held in Permit. ``allow`` by every waiting plugin lets it bind; one ``reject`` ends it."""
+
+    pod: PodInfo
+    node_name: str
+
+    def pending_plugins(self) -> list[str]: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class WaitingPodsView(Protocol):
+    def get(self, uid: str) -> WaitingPodView | None: ...
+
+    def __iter__(self) -> Iterator[WaitingPodView]: ...
+
+
+class Handle(Protocol):
+    """The engine, as seen by a plugin."""
+
+    clock: Clock
+    writer: ClusterWriter
+    waiting_pods: WaitingPodsView
+    managed_resources: frozenset[str]
+    annotation_prefix: str
+
+    def snapshot(self) -> SnapshotView:
+        """The latest consistent snapshot (cheap: shared until the cluster changes)."""
+
+    def permit_budget(self) -> float:
+        """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to
+        write annotations and the Binding afterwards."""

@@ -1,0 +1,60 @@
+"""Prometheus metrics of one extender instance (a registry per app, never the global one).
+
+Names are prefixed ``kube_extender_``. The three cache gauges mirror kube-scheduler's
+``scheduler_cache_size_*``; they are read from the cache at scrape time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_VERB_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_PLUGIN_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1, 5)
+
+
+class _CacheCollector(Collector):
+    def __init__(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        self._sizes = sizes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        sizes = self._sizes()
+        for key, help_text in (("assumed_pods", "Pods assumed on a node while their binding is in flight."),
+                               ("pods", "Pods accounted on nodes (bound or assumed)."),
+                               ("nodes", "Nodes in the cache."),
+                               ("pending_pods", "Unbound pods known to the cache.")):
+            yield GaugeMetricFamily(f"kube_extender_cache_size_{key}", help_text, value=sizes.get(key, 0))
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("kube_extender_requests", "Extender verb requests by outcome.",
+                                ["verb", "outcome"], registry=r)
+        self.request_duration = Histogram("kube_extender_request_duration_seconds",
+                                          "Time to answer an extender verb, parse to reply.", ["verb"],
+                                          buckets=_VERB_BUCKETS, registry=r)
+        self.plugin_duration = Histogram("kube_extender_plugin_duration_seconds",
+                                         "Time spent in one plugin at one extension point during one request "
+                                         "(summed over nodes for Filter and Score).",
+                                         ["plugin", "extension_point"], buckets=_PLUGIN_BUCKETS, registry=r)
+        self.decisions = Counter("kube_extender_decisions", "Per-node verdicts by status.",
+                                 ["verb", "status"], registry=r)
+        self.internal_errors = Counter("kube_extender_internal_errors",
+                                       "Internal failures; for prioritize and preempt kube-scheduler drops "
+                                       "these silently, so watch this.", ["verb"], registry=r)
+        self.permit_waits = Histogram("kube_extender_permit_wait_seconds", "Time pods waited in Permit.",
+                                      ["result"], buckets=_VERB_BUCKETS, registry=r)
+
+    def watch_cache(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        self.registry.register(_CacheCollector(sizes))
+
+    def observe_plugin(self, plugin: str, point: str, seconds: float) -> None:
+        self.plugin_duration.labels(plugin, point).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,327 @@
+"""Engine: the four extender verbs, run as framework cycles over the cache.
+
+* ``filter``: snapshot -> PreFilter -> Filter per candidate -> (nothing fits) PostFilter.
+  Names the extender does not know are rejected as Unschedulable, "node not in extender cache"
+  (it may know them on the next attempt).
+* ``prioritize``: PreScore -> Score -> NormalizeScore -> weights; 0..100 per node.
+* ``preempt``: kube-scheduler's candidates, refined so the managed resources really fit; victims
+  of equal or higher priority are never named; ``preemptionPolicy: Never`` preempts nothing.
+* ``bind`` (binding cycle, concurrent): find the pod, re-validate the node against current state
+  and assume it atomically -> Reserve -> Permit (maybe wait) -> PreBind -> Bind -> PostBind ->
+  finish_binding. Any failure: Unreserve in reverse order, forget, return the error text.
+  Idempotent: already bound or assumed on the same node is success; a second bind of a pod whose
+  bind is in flight waits for the first one's result.
+
+The engine knows no HTTP and no wire format: ``extender.api`` converts to and from the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from extender.cache.cache import AssumeError, ClusterCache
+from extender.framework.cycle_state import CycleState
+from extender.framework.interfaces import Victim
+from extender.framework.resources import QuantityError
+from extender.framework.status import Code, Status
+from extender.framework.views import PodInfo, pod_key
+from extender.metrics import Metrics
+from extender.runtime.explain import ExplainLog, Verdict
+from extender.runtime.framework import Framework
+from extender.runtime.handle import EngineHandle
+
+log = logging.getLogger(__name__)
+
+NOT_IN_CACHE = Status(Code.UNSCHEDULABLE, ("node not in extender cache",), plugin="extender")
+PREFILTER_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                            ("node(s) excluded by the extender's PreFilter",), plugin="extender")
+
+
+class InvalidRequest(ValueError):
+    """The request cannot be acted on as sent (a malformed pod, a bad quantity): HTTP 400."""
+
+
+class EngineError(RuntimeError):
+    """An internal failure while answering a verb (a plugin error in Score, say)."""
+
+
+@dataclass
+class FilterOutcome:
+    feasible: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    nominated: str | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One node kube-scheduler proposes for preemption. ``victims`` pairs a UID with the full pod
+    when kube-scheduler sent full pods (nodeCacheCapable: false), else None."""
+
+    victims: list[tuple[str, Mapping[str, Any] | None]]
+    num_pdb_violations: int = 0
+
+
+@dataclass(frozen=True)
+class PreemptDecision:
+    victims: list[str]
+    num_pdb_violations: int
+
+
+@dataclass
+class _BindFlight:
+    node: str
+    done: threading.Event = field(default_factory=threading.Event)
+    result: str = ""
+
+
+class Engine:
+    def __init__(self, handle: EngineHandle, frameworks: Mapping[str, Framework], *, default_profile: str,
+                 metrics: Metrics | None = None, explain: ExplainLog | None = None,
+                 remember_pods: int = 4096) -> None:
+        if default_profile not in frameworks:
+            raise ValueError(f"default profile {default_profile!r} is not among the profiles")
+        self.handle = handle
+        self.cache: ClusterCache = handle.cache
+        self.frameworks = dict(frameworks)
+        self.default_profile = default_profile
+        self.metrics = metrics
+        self.explain = explain or ExplainLog()
+        self._seen: OrderedDict[str, PodInfo] = OrderedDict()
+        self._seen_capacity = remember_pods
+        self._seen_lock = threading.Lock()
+        self._inflight: dict[str, _BindFlight] = {}
+        self._inflight_lock = threading.Lock()
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def framework_for(self, pod: PodInfo) -> Framework:
+        """The profile named by the pod's schedulerName; pods of other schedulers that still reach
+        this extender (extenders are shared by all kube-scheduler profiles) get the default one."""
+        return self.frameworks.get(pod.scheduler_name) or self.frameworks[self.default_profile]
+
+    def pod_info(self, raw: Mapping[str, Any]) -> PodInfo:
+        try:
+            pod = PodInfo.from_pod(raw, self.handle.managed_resources)
+        except (ValueError, QuantityError, TypeError, AttributeError) as exc:
+            raise InvalidRequest(f"Pod: {exc}") from exc
+        with self._seen_lock:
+            self._seen[pod.uid] = pod
+            self._seen.move_to_end(pod.uid)
+            while len(self._seen) > self._seen_capacity:
+                self._seen.popitem(last=False)
+        return pod
+
+    def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
+        if self.metrics is None:
+            return
+        if feasible:
+            self.metrics.decisions.labels(verb, "Success").inc(feasible)
+        counts: dict[str, int] = {}
+        for st in statuses.values():
+            counts[st.code.name] = counts.get(st.code.name, 0) + 1
+        for code, n in counts.items():
+            self.metrics.decisions.labels(verb, code).inc(n)
+
+    # ---- filter -----------------------------------------------------------------------------
+
+    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
+        pod = self.pod_info(raw_pod)
+        fw = self.framework_for(pod)
+        self.cache.cleanup_expired()
+        snapshot = self.cache.snapshot()
+        state = CycleState()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        rejected: dict[str, Status] = {}
+        feasible: list[str] = []
+        outcome = FilterOutcome()
+        if st.code is Code.ERROR:
+            outcome.error = st.message
+        elif not st.ok:
+            rejected = dict.fromkeys(node_names, st)
+        else:
+            candidates = []
+            get = snapshot.get
+            for name in node_names:
+                info = get(name)
+                if info is None:
+                    rejected[name] = NOT_IN_CACHE
+                elif allowed is not None and name not in allowed:
+                    rejected[name] = PREFILTER_EXCLUDED
+                else:
+                    candidates.append(info)
+            result = fw.run_filter(state, pod, candidates)
+            feasible = result.feasible
+            rejected.update(result.rejected)
+            errors = [s for s in result.rejected.values() if s.code is Code.ERROR]
+            if errors:
+                outcome.error = errors[0].message
+        if not outcome.error:
+            outcome.feasible = feasible
+            for name, s in rejected.items():
+                if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    outcome.unresolvable[name] = s.message
+                else:
+                    outcome.failed[name] = s.message
+            if not feasible and fw.post_filter_plugins:
+                nominated, pst = fw.run_post_filter(state, pod, rejected)
+                if pst.code is Code.ERROR:
+                    log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
+                outcome.nominated = nominated if pst.ok else None
+        self._count("filter", rejected, len(feasible))
+        self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, rejected,
+                                             outcome="error" if outcome.error else
+                                             ("feasible" if feasible else "unschedulable"),
+                                             error=outcome.error))
+        return outcome
+
+    # ---- prioritize ---------------------------------------------------------------------------
+
+    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> list[tuple[str, int]]:
+        """(node, score 0..100) for every input name, in input order; unknown nodes score 0.
+        Raises EngineError if a PreScore/Score plugin fails."""
+        pod = self.pod_info(raw_pod)
+        fw = self.framework_for(pod)
+        snapshot = self.cache.snapshot()
+        nodes = [info for info in map(snapshot.get, node_names) if info is not None]
+        scores, st = fw.run_score(CycleState(), pod, nodes)
+        if not st.ok:
+            raise EngineError(st.message)
+        return [(name, scores.get(name, 0)) for name in node_names]
+
+    # ---- preempt ----------------------------------------------------------------------------
+
+    def preempt(self, raw_pod: Mapping[str, Any], candidates: Mapping[str, Candidate]) -> dict[str, PreemptDecision]:
+        """Keep the candidates where evicting lower-priority victims lets the pod fit; never name a
+        victim of equal or higher priority; nothing at all for ``preemptionPolicy: Never``."""
+        pod = self.pod_info(raw_pod)
+        if pod.preemption_policy == "Never":
+            return {}
+        fw = self.framework_for(pod)
+        snapshot = self.cache.snapshot()
+        state = CycleState()
+        out: dict[str, PreemptDecision] = {}
+        dropped: dict[str, Status] = {}
+        for node_name, cand in candidates.items():
+            node = snapshot.get(node_name)
+            if node is None:
+                dropped[node_name] = NOT_IN_CACHE
+                continue
+            victims: list[Victim] = []
+            for uid, raw in cand.victims:
+                known = node.pods.get(uid)
+                if known is None and raw is not None:
+                    try:
+                        known = PodInfo.from_pod(raw, self.handle.managed_resources)
+                    except (ValueError, QuantityError) as exc:
+                        raise InvalidRequest(f"NodeNameToVictims[{node_name}]: {exc}") from exc
+                if known is not None and known.priority >= pod.priority:
+                    continue
+                victims.append(Victim(uid, known))
+            if not victims:
+                dropped[node_name] = Status.unresolvable("no victims of lower priority than the preemptor")
+                continue
+            chosen, st = fw.run_preemption(state, pod, node, victims)
+            if st.code is Code.ERROR:
+                raise EngineError(st.message)
+            if not st.ok or not chosen:
+                dropped[node_name] = st if not st.ok else Status.unresolvable("no victims left")
+                continue
+            out[node_name] = PreemptDecision([v.uid for v in chosen], cand.num_pdb_violations)
+        self.explain.record(pod.key, Verdict("preempt", pod.uid, self.handle.clock.now(), sorted(out), dropped,
+                                             outcome=f"{len(out)} of {len(candidates)} candidates kept"))
+        return out
+
+    # ---- bind -------------------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Run the binding cycle; returns "" on success, else the error text for ``Error``."""
+        with self._inflight_lock:
+            flight = self._inflight.get(uid)
+            owner = flight is None
+            if flight is None:
+                flight = self._inflight[uid] = _BindFlight(node)
+        if not owner:
+            if flight.node != node:
+                return f"pod {pod_key(namespace, name)} is being bound to node {flight.node}"
+            if not flight.done.wait(self.handle.http_timeout):
+                return f"pod {pod_key(namespace, name)}: an earlier bind to {node} is still in progress"
+            return flight.result
+        result = "internal error"
+        try:
+            result = self._bind(namespace, name, uid, node)
+        except Exception as exc:  # noqa: BLE001 - reported in Error, never a crash
+            log.exception("bind failed", extra={"pod": pod_key(namespace, name), "node": node})
+            result = f"internal error while binding: {type(exc).__name__}: {exc}"
+        finally:
+            flight.result = result
+            flight.done.set()
+            with self._inflight_lock:
+                self._inflight.pop(uid, None)
+        self.explain.record(pod_key(namespace, name),
+                            Verdict("bind", uid, self.handle.clock.now(), [node] if not result else [],
+                                    outcome="bound" if not result else "failed", error=result))
+        return result
+
+    def _find_pod(self, namespace: str, name: str, uid: str) -> PodInfo | str:
+        key = pod_key(namespace, name)
+        pending = self.cache.pending_pod(namespace, name)
+        if pending is not None and pending.uid == uid:
+            return pending
+        with self._seen_lock:
+            seen = self._seen.get(uid)
+        if seen is not None and seen.key == key:
+            return seen
+        if pending is not None:
+            return (f"pod {key} has UID {pending.uid}, not {uid}: it was deleted and re-created; "
+                    "refusing to bind the new pod")
+        return f"pod {key} (UID {uid}) is not known to the extender"
+
+    def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        key = pod_key(namespace, name)
+        existing = self.cache.pod(uid)
+        if existing is not None:
+            if existing.node_name == node:
+                return ""
+            return f"pod {key} is already assigned to node {existing.node_name}"
+        found = self._find_pod(namespace, name, uid)
+        if isinstance(found, str):
+            return found
+        pod = found
+        fw = self.framework_for(pod)
+        state = CycleState()
+        self.cache.cleanup_expired()
+        _, st = fw.run_pre_filter(state, pod, self.cache.snapshot())
+        if not st.ok:
+            return f"pod {key} cannot be bound: {st.message}"
+        try:
+            st = self.cache.assume(pod, node, check=lambda info: fw.run_filter_node(state, pod, info))
+        except AssumeError as exc:
+            return f"cannot bind pod {key} to {node}: {exc}"
+        if not st.ok:
+            return f"node {node} no longer fits pod {key}: {st.message}"
+        st = fw.run_reserve(state, pod, node)
+        if not st.ok:
+            self.cache.forget(pod.uid)
+            return f"reserve failed for pod {key} on {node}: {st.message}"
+        for phase in ("permit", "preBind", "bind"):
+            if phase == "permit":
+                st = fw.run_permit(state, pod, node)
+                if st.code is Code.WAIT:
+                    st = fw.wait_on_permit(pod)
+            elif phase == "preBind":
+                st = fw.run_pre_bind(state, pod, node)
+            else:
+                st = fw.run_bind(state, pod, node)
+            if not st.ok:
+                fw.run_unreserve(state, pod, node)
+                self.cache.forget(pod.uid)
+                return f"{phase} failed for pod {key} on {node}: {st.message}"
+        self.cache.finish_binding(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        return ""

@@ -1,0 +1,313 @@
+"""Framework: one profile's plugins, run at each extension point with the seeds' semantics.
+
+* PreFilter: all plugins in order; an error or rejection aborts the cycle (every node fails with
+  that status); results narrowing the node set intersect; SKIP drops that plugin's Filter.
+* Filter: per node, plugins in configured order; the first non-success ends that node.
+* PostFilter: only when no node fits; stops at the first plugin that succeeds.
+* PreScore / Score / NormalizeScore: every plugin scores every node (0..MAX_NODE_SCORE),
+  normalize once per plugin per cycle, then the weighted average keeps the total on 0..100.
+* Reserve in order; if one fails, Unreserve of *every* Reserve plugin in reverse order.
+* Permit: approve, deny, or wait (the pod joins the waiting room; ``wait_on_permit`` blocks).
+* PreBind in order; Bind: the first plugin that does not SKIP handles the pod; PostBind.
+
+A plugin that raises yields ``Status(ERROR)`` naming the plugin and extension point.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from extender.framework.cycle_state import CycleState
+from extender.framework.handle import Handle, SnapshotView
+from extender.framework.interfaces import (MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
+                                           PermitPlugin, PostBindPlugin, PostFilterPlugin, PreBindPlugin,
+                                           PreEnqueuePlugin, PreemptionPlugin, PreFilterPlugin,
+                                           PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin,
+                                           ScorePlugin, Victim)
+from extender.framework.status import Code, Status
+from extender.framework.views import NodeInfo, PodInfo
+from extender.metrics import Metrics
+from extender.runtime.waiting_pods import WaitingPod, WaitingPods
+
+log = logging.getLogger(__name__)
+
+
+def _crash(plugin: str, point: str, exc: BaseException) -> Status:
+    log.exception("plugin failed", extra={"plugin": plugin, "extension_point": point})
+    return Status(Code.ERROR, (f"plugin {plugin} failed in {point}: {type(exc).__name__}: {exc}",),
+                  plugin=plugin, error=exc)
+
+
+@dataclass
+class FilterResult:
+    """Outcome of the Filter phase over a node list: survivors in input order, and the status of
+    every rejected node (the rejecting plugin is named in ``Status.plugin``)."""
+
+    feasible: list[str] = field(default_factory=list)
+    rejected: dict[str, Status] = field(default_factory=dict)
+
+
+class Framework:
+    """The plugins of one profile, per extension point, in configured order."""
+
+    def __init__(self, profile_name: str, handle: Handle, *, metrics: Metrics | None = None,
+                 pre_enqueue: Sequence[PreEnqueuePlugin] = (), queue_sort: QueueSortPlugin | None = None,
+                 pre_filter: Sequence[PreFilterPlugin] = (), filter: Sequence[FilterPlugin] = (),
+                 post_filter: Sequence[PostFilterPlugin] = (), pre_score: Sequence[PreScorePlugin] = (),
+                 score: Sequence[tuple[ScorePlugin, int]] = (), reserve: Sequence[ReservePlugin] = (),
+                 permit: Sequence[PermitPlugin] = (), pre_bind: Sequence[PreBindPlugin] = (),
+                 bind: Sequence[BindPlugin] = (), post_bind: Sequence[PostBindPlugin] = (),
+                 preemption: Sequence[PreemptionPlugin] = ()) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.metrics = metrics
+        self.pre_enqueue_plugins = list(pre_enqueue)
+        self.queue_sort_plugin = queue_sort
+        self.pre_filter_plugins = list(pre_filter)
+        self.filter_plugins = list(filter)
+        self.post_filter_plugins = list(post_filter)
+        self.pre_score_plugins = list(pre_score)
+        self.score_plugins = list(score)
+        self.reserve_plugins = list(reserve)
+        self.permit_plugins = list(permit)
+        self.pre_bind_plugins = list(pre_bind)
+        self.bind_plugins = list(bind)
+        self.post_bind_plugins = list(post_bind)
+        self.preemption_plugins = list(preemption)
+        self.waiting_pods: WaitingPods = handle.waiting_pods  # type: ignore[assignment]
+
+    def _observe(self, plugin: str, point: str, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_plugin(plugin, point, seconds)
+
+    def describe(self) -> dict[str, Any]:
+        """Plugins per extension point, for the start-up log and the debug endpoint."""
+        names = lambda ps: [p.name for p in ps]  # noqa: E731
+        return {
+            "schedulerName": self.profile_name,
+            "preEnqueue": names(self.pre_enqueue_plugins),
+            "queueSort": [self.queue_sort_plugin.name] if self.queue_sort_plugin else [],
+            "preFilter": names(self.pre_filter_plugins), "filter": names(self.filter_plugins),
+            "postFilter": names(self.post_filter_plugins), "preScore": names(self.pre_score_plugins),
+            "score": [{"name": p.name, "weight": w} for p, w in self.score_plugins],
+            "reserve": names(self.reserve_plugins), "permit": names(self.permit_plugins),
+            "preBind": names(self.pre_bind_plugins), "bind": names(self.bind_plugins),
+            "postBind": names(self.post_bind_plugins), "preemption": names(self.preemption_plugins),
+        }
+
+    # ---- queue ------------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for p in self.pre_enqueue_plugins:
+            try:
+                st = p.pre_enqueue(pod)
+            except Exception as exc:  # noqa: BLE001 - a plugin bug must not take the server down
+                return _crash(p.name, "PreEnqueue", exc)
+            if not st.ok:
+                return st.with_plugin(p.name)
+        return Status()
+
+    def less(self, a: PodInfo, b: PodInfo) -> bool:
+        if self.queue_sort_plugin is None:
+            return False
+        return self.queue_sort_plugin.less(a, b)
+
+    # ---- scheduling cycle ---------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo,
+                       snapshot: SnapshotView) -> tuple[frozenset[str] | None, Status]:
+        allowed: frozenset[str] | None = None
+        for p in self.pre_filter_plugins:
+            t0 = time.perf_counter()
+            try:
+                result, st = p.pre_filter(state, pod, snapshot)
+            except Exception as exc:  # noqa: BLE001
+                return None, _crash(p.name, "PreFilter", exc)
+            finally:
+                self._observe(p.name, "PreFilter", time.perf_counter() - t0)
+            if st.code is Code.SKIP:
+                state.skip_filter.add(p.name)
+                continue
+            if not st.ok:
+                return None, st.with_plugin(p.name)
+            if isinstance(result, PreFilterResult) and result.node_names is not None:
+                allowed = result.node_names if allowed is None else allowed & result.node_names
+        return allowed, Status()
+
+    def run_filter(self, state: CycleState, pod: PodInfo, nodes: Iterable[NodeInfo]) -> FilterResult:
+        """Run Filter plugins over ``nodes`` (the hot path: keep it lean)."""
+        plugins = [p for p in self.filter_plugins if p.name not in state.skip_filter]
+        out = FilterResult()
+        feasible = out.feasible
+        rejected = out.rejected
+        spent = [0.0] * len(plugins)
+        clock = time.perf_counter
+        for node in nodes:
+            for i, p in enumerate(plugins):
+                t0 = clock()
+                try:
+                    st = p.filter(state, pod, node)
+                except Exception as exc:  # noqa: BLE001
+                    st = _crash(p.name, "Filter", exc)
+                spent[i] += clock() - t0
+                if st.code is not Code.SUCCESS:
+                    rejected[node.name] = st if st.plugin == p.name else st.with_plugin(p.name)
+                    break
+            else:
+                feasible.append(node.name)
+        for i, p in enumerate(plugins):
+            self._observe(p.name, "Filter", spent[i])
+        return out
+
+    def run_filter_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        result = self.run_filter(state, pod, (node,))
+        return result.rejected.get(node.name, Status())
+
+    def run_post_filter(self, state: CycleState, pod: PodInfo,
+                        statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
+        """Returns (nominated node, status). Unschedulable if no plugin could help."""
+        last = Status(Code.UNSCHEDULABLE, ("no PostFilter plugin made the pod schedulable",))
+        for p in self.post_filter_plugins:
+            try:
+                nominated, st = p.post_filter(state, pod, statuses)
+            except Exception as exc:  # noqa: BLE001
+                return None, _crash(p.name, "PostFilter", exc)
+            if st.ok:
+                return nominated, st.with_plugin(p.name)
+            if st.code is Code.ERROR:
+                return None, st.with_plugin(p.name)
+            last = st.with_plugin(p.name)
+        return None, last
+
+    def run_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status]:
+        """PreScore, Score, NormalizeScore and weights. Returns node -> 0..MAX_NODE_SCORE (the
+        weighted average of the plugins' scores), or an error status that aborts prioritize."""
+        for p in self.pre_score_plugins:
+            try:
+                st = p.pre_score(state, pod, nodes)
+            except Exception as exc:  # noqa: BLE001
+                return {}, _crash(p.name, "PreScore", exc)
+            if st.code is Code.SKIP:
+                state.skip_score.add(p.name)
+            elif not st.ok:
+                return {}, st.with_plugin(p.name)
+        totals = dict.fromkeys((n.name for n in nodes), 0)
+        weight_sum = 0
+        for p, weight in self.score_plugins:
+            if p.name in state.skip_score:
+                continue
+            t0 = time.perf_counter()
+            try:
+                scores = {n.name: p.score(state, pod, n) for n in nodes}
+                normalize = getattr(p, "normalize_score", None)
+                if normalize is not None:
+                    normalize(state, pod, scores)
+            except Exception as exc:  # noqa: BLE001
+                return {}, _crash(p.name, "Score", exc)
+            finally:
+                self._observe(p.name, "Score", time.perf_counter() - t0)
+            for name, s in scores.items():
+                if type(s) is not int or not MIN_NODE_SCORE <= s <= MAX_NODE_SCORE:
+                    return {}, Status(Code.ERROR, (f"plugin {p.name} returned invalid score {s!r} for node {name}",),
+                                      plugin=p.name)
+                totals[name] += s * weight
+            weight_sum += weight
+        if weight_sum:
+            totals = {name: total // weight_sum for name, total in totals.items()}
+        return totals, Status()
+
+    # ---- preempt verb -----------------------------------------------------------------------
+
+    def run_preemption(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                       victims: list[Victim]) -> tuple[list[Victim], Status]:
+        for p in self.preemption_plugins:
+            try:
+                victims, st = p.process_preemption(state, pod, node, victims)
+            except Exception as exc:  # noqa: BLE001
+                return [], _crash(p.name, "Preemption", exc)
+            if not st.ok:
+                return [], st.with_plugin(p.name)
+        return victims, Status()
+
+    # ---- binding cycle ----------------------------------------------------------------------
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Reserve in order; on failure, Unreserve every Reserve plugin in reverse order."""
+        for p in self.reserve_plugins:
+            try:
+                st = p.reserve(state, pod, node_name)
+            except Exception as exc:  # noqa: BLE001
+                st = _crash(p.name, "Reserve", exc)
+            if not st.ok:
+                self.run_unreserve(state, pod, node_name)
+                return st.with_plugin(p.name)
+        return Status()
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for p in reversed(self.reserve_plugins):
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception:  # noqa: BLE001 - Unreserve must not fail; log and go on
+                log.exception("unreserve failed", extra={"plugin": p.name, "pod": pod.key})
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """SUCCESS (all approve), a rejection (one denied), or WAIT (the pod is now in the waiting
+        room; call ``wait_on_permit``)."""
+        timeouts: dict[str, float] = {}
+        for p in self.permit_plugins:
+            try:
+                st, timeout = p.permit(state, pod, node_name)
+            except Exception as exc:  # noqa: BLE001
+                return _crash(p.name, "Permit", exc)
+            if st.code is Code.WAIT:
+                timeouts[p.name] = max(0.0, float(timeout))
+            elif not st.ok:
+                return st.with_plugin(p.name)
+        if not timeouts:
+            return Status()
+        self.waiting_pods.add(WaitingPod(pod, node_name, timeouts, self.handle.clock))
+        return Status(Code.WAIT, ("waiting in Permit",), plugin=", ".join(sorted(timeouts)))
+
+    def wait_on_permit(self, pod: PodInfo) -> Status:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return Status()
+        t0 = time.monotonic()
+        try:
+            st = wp.wait(self.handle.permit_budget())
+        finally:
+            self.waiting_pods.remove(pod.uid)
+        if self.metrics is not None:
+            self.metrics.permit_waits.labels("allowed" if st.ok else "rejected").observe(time.monotonic() - t0)
+        return st
+
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        for p in self.pre_bind_plugins:
+            try:
+                st = p.pre_bind(state, pod, node_name)
+            except Exception as exc:  # noqa: BLE001
+                return _crash(p.name, "PreBind", exc)
+            if not st.ok:
+                return st.with_plugin(p.name)
+        return Status()
+
+    def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        for p in self.bind_plugins:
+            try:
+                st = p.bind(state, pod, node_name)
+            except Exception as exc:  # noqa: BLE001
+                return _crash(p.name, "Bind", exc)
+            if st.code is Code.SKIP:
+                continue
+            return st.with_plugin(p.name)
+        return Status(Code.ERROR, ("no Bind plugin handled the pod",))
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for p in self.post_bind_plugins:
+            try:
+                p.post_bind(state, pod, node_name)
+            except Exception:  # noqa: BLE001 - informational only
+                log.exception("post-bind failed", extra={"plugin": p.name, "pod": pod.key})

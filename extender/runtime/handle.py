@@ -1,0 +1,35 @@
+"""EngineHandle: the engine's implementation of ``extender.framework.handle.Handle``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extender.cache.cache import ClusterCache
+from extender.cache.snapshot import Snapshot
+from extender.framework.clock import Clock
+from extender.framework.handle import ClusterWriter
+from extender.runtime.waiting_pods import WaitingPods
+
+BIND_MARGIN_SECONDS = 1.0
+"""Time reserved after a Permit wait for PreBind's patch and the Binding call, so the whole bind
+answers before kube-scheduler's httpTimeout."""
+
+
+@dataclass
+class EngineHandle:
+    cache: ClusterCache
+    writer: ClusterWriter
+    clock: Clock
+    waiting_pods: WaitingPods
+    managed_resources: frozenset[str]
+    annotation_prefix: str = "kube-extender.io/"
+    http_timeout: float = 5.0
+
+    def snapshot(self) -> Snapshot:
+        return self.cache.snapshot()
+
+    def permit_budget(self) -> float:
+        """httpTimeout minus the bind margin (at least a tenth of the timeout is kept for the
+        margin when the timeout is small), never negative."""
+        margin = min(BIND_MARGIN_SECONDS, self.http_timeout * 0.5)
+        return max(0.0, self.http_timeout - margin)

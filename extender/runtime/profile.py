@@ -1,0 +1,132 @@
+"""Profiles: which plugins run at which extension point for one schedulerName.
+
+Resolution follows KubeSchedulerConfiguration: ``multiPoint`` plugins are enabled at every
+extension point they implement; then per point, defaults named in ``disabled`` (or all, with
+``"*"``) are removed and ``enabled`` entries appended (a default re-enabled explicitly takes the
+position and weight the user gives it). A per-point entry naming a plugin that does not implement
+that point is an error, as is anything but exactly one QueueSort plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from extender.framework.handle import Handle
+from extender.framework.interfaces import EXTENSION_POINTS, Plugin
+from extender.metrics import Metrics
+from extender.runtime.framework import Framework
+from extender.runtime.registry import ArgsError, Registry
+
+
+@dataclass(frozen=True)
+class PluginRef:
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class PluginSet:
+    enabled: tuple[PluginRef, ...] = ()
+    disabled: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    scheduler_name: str
+    plugins: Mapping[str, PluginSet] = field(default_factory=dict)
+    """Keys: ``multiPoint`` and the keys of EXTENSION_POINTS."""
+    plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be built. ``path`` is the configuration key path at fault."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: Handle,
+            path: str = "profile") -> dict[str, list[tuple[Plugin, int]]]:
+    """Instantiate the profile's plugins and order them per extension point."""
+    instances: dict[str, Plugin] = {}
+
+    def instance(name: str, where: str) -> Plugin:
+        if name in instances:
+            return instances[name]
+        plugin_spec = registry.get(name)
+        if plugin_spec is None:
+            raise ProfileError(where, f"unknown plugin {name!r} (known: {', '.join(registry.names())})")
+        try:
+            args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
+        except ArgsError as exc:
+            raise ProfileError(f"{path}.pluginConfig[{name}].args", _flatten(exc.messages)) from exc
+        instances[name] = plugin_spec.factory(args, handle)
+        return instances[name]
+
+    multi = spec.plugins.get("multiPoint", PluginSet())
+    disabled_multi = set(multi.disabled)
+    points: dict[str, list[tuple[Plugin, int]]] = {}
+    for point, proto in EXTENSION_POINTS.items():
+        user = spec.plugins.get(point, PluginSet())
+        disabled = set(user.disabled) | disabled_multi
+        explicit = {ref.name for ref in user.enabled}
+        chosen: list[tuple[Plugin, int]] = []
+        for i, ref in enumerate(defaults.enabled):
+            if "*" in disabled or ref.name in disabled or ref.name in explicit:
+                continue
+            plugin = instance(ref.name, f"defaults[{i}]")
+            if isinstance(plugin, proto):
+                chosen.append((plugin, ref.weight))
+        for i, ref in enumerate(multi.enabled):
+            plugin = instance(ref.name, f"{path}.plugins.multiPoint.enabled[{i}]")
+            if isinstance(plugin, proto) and ref.name not in explicit and all(p.name != ref.name for p, _ in chosen):
+                chosen.append((plugin, ref.weight))
+        for i, ref in enumerate(user.enabled):
+            where = f"{path}.plugins.{point}.enabled[{i}]"
+            plugin = instance(ref.name, where)
+            if not isinstance(plugin, proto):
+                raise ProfileError(where, f"plugin {ref.name!r} does not implement {point}")
+            chosen = [(p, w) for p, w in chosen if p.name != ref.name]
+            chosen.append((plugin, ref.weight))
+        points[point] = chosen
+    if len(points["queueSort"]) != 1:
+        raise ProfileError(f"{path}.plugins.queueSort",
+                           f"exactly one QueueSort plugin must be enabled, got {[p.name for p, _ in points['queueSort']]}")
+    for plugin, weight in points["score"]:
+        if not 1 <= weight <= 100:
+            raise ProfileError(f"{path}.plugins.score", f"weight of {plugin.name} must be 1..100, got {weight}")
+    return points
+
+
+def build_framework(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: Handle,
+                    metrics: Metrics | None = None, path: str = "profile") -> Framework:
+    points = resolve(spec, defaults, registry, handle, path)
+    only = lambda point: [p for p, _ in points[point]]  # noqa: E731
+    return Framework(
+        spec.scheduler_name, handle, metrics=metrics,
+        pre_enqueue=only("preEnqueue"), queue_sort=only("queueSort")[0],  # type: ignore[arg-type]
+        pre_filter=only("preFilter"), filter=only("filter"),  # type: ignore[arg-type]
+        post_filter=only("postFilter"), pre_score=only("preScore"),  # type: ignore[arg-type]
+        score=points["score"], reserve=only("reserve"), permit=only("permit"),  # type: ignore[arg-type]
+        pre_bind=only("preBind"), bind=only("bind"), post_bind=only("postBind"),  # type: ignore[arg-type]
+        preemption=only("preemption"),  # type: ignore[arg-type]
+    )
+
+
+def _flatten(messages: Any, prefix: str = "") -> str:
+    """marshmallow-style nested messages -> "a.b: problem; c: problem"."""
+    if isinstance(messages, Mapping):
+        parts = []
+        for key, value in messages.items():
+            sub = key if key != "_schema" else ""
+            parts.append(_flatten(value, f"{prefix}.{sub}".strip(".") if sub != "" else prefix))
+        return "; ".join(p for p in parts if p)
+    if isinstance(messages, (list, tuple)):
+        if all(isinstance(m, str) for m in messages):
+            text = " ".join(messages)
+            return f"{prefix}: {text}" if prefix else text
+        return "; ".join(_flatten(m, prefix) for m in messages)
+    return f"{prefix}: {messages}" if prefix else str(messages)

@@ -1,0 +1,38 @@
+"""Serving with gunicorn: exactly one worker process (it owns the cache, reservations and waiting
+room; more workers would each hold a different truth) with a pool of threads, so binds held in
+Permit do not block filter and prioritize."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+
+class ExtenderServer(BaseApplication):  # type: ignore[misc]
+    def __init__(self, app_factory: Callable[[], Flask], *, host: str, port: int, threads: int,
+                 log_level: str = "info", extra: dict[str, Any] | None = None) -> None:
+        self.app_factory = app_factory
+        self.options = {
+            "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": threads,
+            "timeout": 60,
+            "graceful_timeout": 10,
+            "keepalive": 90,
+            "loglevel": log_level,
+            "accesslog": None,
+            "preload_app": False,
+            **(extra or {}),
+        }
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            if key in self.cfg.settings and value is not None:
+                self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self.app_factory()

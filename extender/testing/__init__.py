@@ -1,0 +1,1 @@
+"""Test-support code shipped with the extender (fakes and harnesses; never imported by production code)."""

@@ -1,0 +1,22 @@
+"""Built-in policies, each a plugin package: ``plugin.py`` (thin adapter), ``logic.py`` (pure
+rules), ``args.py`` (schema of its pluginConfig args) and ``README.md``.
+
+``builtin_registry()`` is the one list of built-in plugin names; ``DEFAULT_PLUGINS`` is what a
+profile runs when the configuration says nothing (multiPoint: every point each plugin implements).
+"""
+
+from __future__ import annotations
+
+from extender.runtime.profile import PluginRef, PluginSet
+from extender.runtime.registry import Registry
+
+
+def builtin_registry() -> Registry:
+    from policies.default_binder.plugin import SPEC as default_binder
+    from policies.node_resources.plugin import SPEC as node_resources
+    from policies.priority_sort.plugin import SPEC as priority_sort
+
+    return Registry([priority_sort, node_resources, default_binder])
+
+
+DEFAULT_PLUGINS = PluginSet(enabled=(PluginRef("PrioritySort"), PluginRef("NodeResources"), PluginRef("DefaultBinder")))

@@ -1,0 +1,18 @@
+"""Turn a marshmallow schema into a plugin ``parse_args`` function raising ArgsError."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from marshmallow import Schema, ValidationError
+
+from extender.runtime.registry import ArgsError
+
+
+def parser(schema: type[Schema]) -> Callable[[Mapping[str, Any]], Any]:
+    def parse(raw: Mapping[str, Any]) -> Any:
+        try:
+            return schema().load(raw)
+        except ValidationError as exc:
+            raise ArgsError(exc.messages) from exc
+    return parse

@@ -1,0 +1,1 @@
+"""DefaultBinder takes no args."""

@@ -1,0 +1,1 @@
+"""NodeResources: managed extended resources per node (filter, score, reserve, preemption)."""

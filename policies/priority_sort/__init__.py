@@ -1,0 +1,1 @@
+"""PrioritySort: QueueSort by priority (descending), then creation time."""

@@ -1,0 +1,1 @@
+"""PrioritySort takes no args."""
