@@ -1,0 +1,42 @@
+"""Shared fixtures: an app over an in-memory cluster, and its Flask test client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from builders import cluster_objects  # noqa: E402
+
+from extender.app import create_app  # noqa: E402
+from extender.cluster.memory import MemoryCluster  # noqa: E402
+from extender.config.model import parse_config  # noqa: E402
+from extender.framework.clock import FakeClock  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def config_of(**overrides: Any) -> Any:
+    raw = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration", **overrides}
+    return parse_config(raw)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_app(clock: FakeClock) -> Callable[..., Any]:
+    """make_app(nodes, pods, **config_overrides) -> (app, cluster)."""
+
+    def build(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None, **overrides: Any) -> Any:
+        cluster = MemoryCluster(cluster_objects(nodes, pods))
+        app = create_app(config_of(**overrides), source=cluster, clock=clock)
+        return app, cluster
+
+    return build
