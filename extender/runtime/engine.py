@@ -41,6 +41,10 @@ PREFILTER_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                             ("node(s) excluded by the extender's PreFilter",), plugin="extender")
 
 
+def _by(st: Status) -> str:
+    return f"{st.plugin}: {st.message}" if st.plugin else st.message
+
+
 class InvalidRequest(ValueError):
     """The request cannot be acted on as sent (a malformed pod, a bad quantity): HTTP 400."""
 
@@ -308,7 +312,7 @@ class Engine:
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
             self.cache.forget(pod.uid)
-            return f"reserve failed for pod {key} on {node}: {st.message}"
+            return f"reserve failed for pod {key} on {node}: {_by(st)}"
         for phase in ("permit", "preBind", "bind"):
             if phase == "permit":
                 st = fw.run_permit(state, pod, node)
@@ -321,7 +325,7 @@ class Engine:
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
-                return f"{phase} failed for pod {key} on {node}: {st.message}"
+                return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
         return ""

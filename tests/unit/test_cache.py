@@ -1,0 +1,180 @@
+"""ClusterCache: the assumed-pod state machine, accounting, expiry and snapshots."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from builders import GPU, make_node, make_pod
+
+from extender.cache.cache import AssumeError, ClusterCache
+from extender.framework.clock import FakeClock
+from extender.framework.status import Status
+from extender.framework.views import PodInfo
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def cache(clock: FakeClock) -> ClusterCache:
+    c = ClusterCache([GPU], clock, assumed_ttl=30)
+    c.upsert_node(make_node("n1").alloc(gpu=4).obj())
+    c.upsert_node(make_node("n2").alloc(gpu=2).obj())
+    return c
+
+
+def used(cache: ClusterCache, node: str) -> int:
+    info = cache.snapshot().get(node)
+    assert info is not None
+    return info.requested.get(GPU, 0)
+
+
+def pending(name: str, gpus: int) -> dict:
+    return make_pod(name).uid(f"u-{name}").req(gpu=gpus).obj()
+
+
+def test_bound_pods_are_accounted_and_terminal_pods_release(cache: ClusterCache) -> None:
+    pod = make_pod("a").uid("ua").req(gpu=3).node("n1").obj()
+    cache.upsert_pod(pod)
+    assert used(cache, "n1") == 3000
+    pod["status"]["phase"] = "Succeeded"
+    cache.upsert_pod(pod)
+    assert used(cache, "n1") == 0
+    assert cache.sizes()["pods"] == 0
+
+
+def test_assume_counts_at_once_and_forget_releases(cache: ClusterCache) -> None:
+    info = cache.upsert_pod(pending("p", 2))
+    assert cache.pending_pod("default", "p") is not None
+    assert cache.assume(info, "n1").ok
+    assert used(cache, "n1") == 2000 and cache.is_assumed(info.uid)
+    assert cache.sizes()["assumed_pods"] == 1
+    assert cache.forget(info.uid) is True
+    assert used(cache, "n1") == 0
+    assert cache.forget(info.uid) is False, "forget is idempotent"
+
+
+def test_assume_twice_or_on_unknown_node_raises(cache: ClusterCache) -> None:
+    info = cache.upsert_pod(pending("p", 1))
+    cache.assume(info, "n1")
+    with pytest.raises(AssumeError):
+        cache.assume(info, "n2")
+    with pytest.raises(AssumeError):
+        cache.assume(cache.upsert_pod(pending("q", 1)), "nope")
+
+
+def test_assume_check_runs_on_current_node_and_can_refuse(cache: ClusterCache) -> None:
+    info = cache.upsert_pod(pending("p", 1))
+    st = cache.assume(info, "n2", check=lambda node: Status.unschedulable(f"free {node.free(GPU)}"))
+    assert not st.ok and st.message == "free 2000"
+    assert used(cache, "n2") == 0 and not cache.is_assumed(info.uid)
+
+
+def test_watch_confirmation_turns_assumed_into_added(cache: ClusterCache, clock: FakeClock) -> None:
+    raw = pending("p", 2)
+    info = cache.upsert_pod(raw)
+    cache.assume(info, "n1")
+    cache.finish_binding(info.uid)
+    raw["spec"]["nodeName"] = "n1"
+    cache.upsert_pod(raw)
+    assert not cache.is_assumed(info.uid)
+    clock.advance(3600)
+    assert cache.cleanup_expired() == []
+    assert used(cache, "n1") == 2000, "a confirmed pod never expires"
+    assert cache.pending_pod("default", "p") is None
+
+
+def test_unconfirmed_binding_expires_after_ttl_only_once_finished(cache: ClusterCache, clock: FakeClock) -> None:
+    info = cache.upsert_pod(pending("p", 2))
+    cache.assume(info, "n1")
+    clock.advance(100)
+    assert cache.cleanup_expired() == [], "binding not finished yet: no expiry"
+    cache.finish_binding(info.uid)
+    clock.advance(29)
+    assert cache.cleanup_expired() == []
+    clock.advance(2)
+    assert [p.key for p in cache.cleanup_expired()] == ["default/p"]
+    assert used(cache, "n1") == 0
+
+
+def test_ttl_zero_never_expires(clock: FakeClock) -> None:
+    c = ClusterCache([GPU], clock, assumed_ttl=0)
+    c.upsert_node(make_node("n1").alloc(gpu=1).obj())
+    info = c.upsert_pod(pending("p", 1))
+    c.assume(info, "n1")
+    c.finish_binding(info.uid)
+    clock.advance(10**6)
+    assert c.cleanup_expired() == [] and c.is_assumed(info.uid)
+
+
+def test_pod_bound_elsewhere_than_assumed_moves_the_accounting(cache: ClusterCache) -> None:
+    raw = pending("p", 1)
+    info = cache.upsert_pod(raw)
+    cache.assume(info, "n1")
+    raw["spec"]["nodeName"] = "n2"
+    cache.upsert_pod(raw)
+    assert used(cache, "n1") == 0 and used(cache, "n2") == 1000
+
+
+def test_deleted_pod_releases_even_when_assumed(cache: ClusterCache) -> None:
+    raw = pending("p", 1)
+    info = cache.upsert_pod(raw)
+    cache.assume(info, "n1")
+    cache.remove_pod(raw)
+    assert used(cache, "n1") == 0 and cache.sizes()["assumed_pods"] == 0
+
+
+def test_node_removed_with_pods_comes_back_with_its_usage(cache: ClusterCache) -> None:
+    cache.upsert_pod(make_pod("a").uid("ua").req(gpu=1).node("n2").obj())
+    cache.remove_node("n2")
+    assert cache.snapshot().get("n2") is None
+    assert cache.sizes()["nodes"] == 1
+    cache.upsert_node(make_node("n2").alloc(gpu=2).obj())
+    assert used(cache, "n2") == 1000
+
+
+def test_node_update_changes_allocatable(cache: ClusterCache) -> None:
+    cache.upsert_node(make_node("n1").alloc(gpu=8).obj())
+    assert cache.snapshot().get("n1").allocatable[GPU] == 8000  # type: ignore[union-attr]
+
+
+def test_snapshot_is_shared_until_a_change_and_old_snapshots_stay_consistent(cache: ClusterCache) -> None:
+    s1 = cache.snapshot()
+    assert cache.snapshot() is s1
+    info = cache.upsert_pod(pending("p", 1))
+    assert cache.snapshot() is s1, "a pending pod changes no node"
+    cache.assume(info, "n1")
+    s2 = cache.snapshot()
+    assert s2 is not s1 and s2.generation > s1.generation
+    assert s1.get("n1").requested.get(GPU, 0) == 0  # type: ignore[union-attr]
+    assert s2.get("n1").requested[GPU] == 1000  # type: ignore[union-attr]
+    assert s2.get("n2") is s1.get("n2"), "unchanged NodeInfos are shared, not copied"
+
+
+def test_malformed_objects_raise_value_error(cache: ClusterCache) -> None:
+    with pytest.raises(ValueError):
+        cache.upsert_node({"metadata": {}})
+    with pytest.raises(ValueError):
+        cache.upsert_pod({"metadata": {"name": "x"}, "spec": {"containers": [{"resources": {"requests": {GPU: "lots"}}}]}})
+
+
+def test_concurrent_assumes_never_overcommit(cache: ClusterCache) -> None:
+    infos = [cache.upsert_pod(pending(f"p{i}", 1)) for i in range(40)]
+    ok: list[str] = []
+    lock = threading.Lock()
+
+    def go(info: PodInfo) -> None:
+        st = cache.assume(info, "n1", check=lambda n: Status() if n.free(GPU) >= 1000 else Status.unschedulable("full"))
+        if st.ok:
+            with lock:
+                ok.append(info.uid)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in infos]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) == 4 and used(cache, "n1") == 4000

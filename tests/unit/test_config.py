@@ -1,0 +1,81 @@
+"""The configuration file: defaults, validation errors that name the key, plugin args."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.config.model import ConfigError, load_config, parse_duration
+
+
+def test_defaults_manage_example_gpu_with_all_verbs() -> None:
+    c = config_of()
+    assert [r.name for r in c.managed_resources] == ["example.com/gpu"]
+    assert c.verbs() == {"filter": "filter", "prioritize": "prioritize", "preempt": "preempt", "bind": "bind"}
+    assert c.extender.url_prefix == "http://127.0.0.1:8888/scheduler"
+    assert c.extender.http_timeout == 5.0 and c.assumed_pod_ttl == 30.0
+
+
+@pytest.mark.parametrize("overrides, path", [
+    ({"managedResources": [{"name": "cpu"}]}, "managedResources[0].name"),
+    ({"managedResources": [{"name": "kubernetes.io/foo"}]}, "managedResources[0].name"),
+    ({"managedResources": [{"name": "a.io/x"}, {"name": "a.io/x"}]}, "managedResources"),
+    ({"server": {"port": 70000}}, "server.port"),
+    ({"server": {"prot": 1}}, "server.prot"),
+    ({"server": {"maxRequestBytes": "lots"}}, "server.maxRequestBytes"),
+    ({"extender": {"httpTimeout": "5 seconds"}}, "extender.httpTimeout"),
+    ({"extender": {"weight": 0}}, "extender.weight"),
+    ({"extender": {"filterVerb": "a/b"}}, "extender.filterVerb"),
+    ({"cache": {"assumedPodTTL": "-1s"}}, "cache.assumedPodTTL"),
+    ({"profiles": []}, "profiles"),
+    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, "profiles"),
+    ({"profiles": [{"schedulerName": "a", "plugins": {"filtr": {}}}]}, "profiles[0].plugins.filtr"),
+    ({"annotationPrefix": "No Slash"}, "annotationPrefix"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_errors_name_the_key_path(overrides: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_of(**overrides)
+    assert path in [p for p, _ in err.value.problems], err.value.problems
+
+
+def test_wrong_kind_and_api_version() -> None:
+    from extender.config.model import parse_config
+    with pytest.raises(ConfigError) as err:
+        parse_config({"apiVersion": "v1", "kind": "Pod"})
+    assert {p for p, _ in err.value.problems} == {"apiVersion", "kind"}
+
+
+@pytest.mark.parametrize("profile, path", [
+    ({"schedulerName": "s", "plugins": {"filter": {"enabled": [{"name": "Nope"}]}}},
+     "profiles[0].plugins.filter.enabled[0]"),
+    ({"schedulerName": "s", "pluginConfig": [{"name": "NodeResources", "args": {"scoringStrategy": {"type": "Fast"}}}]},
+     "profiles[0].pluginConfig[NodeResources].args"),
+    ({"schedulerName": "s", "pluginConfig": [{"name": "Ghost", "args": {}}]}, "profiles[0].pluginConfig[Ghost]"),
+    ({"schedulerName": "s", "pluginConfig": [{"name": "PrioritySort", "args": {"x": 1}}]},
+     "profiles[0].pluginConfig[PrioritySort].args"),
+])
+def test_plugin_problems_are_config_errors_at_app_build(profile: dict, path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        create_app(config_of(profiles=[profile]), source=MemoryCluster())
+    assert path in [p for p, _ in err.value.problems], err.value.problems
+
+
+@pytest.mark.parametrize("text, seconds", [("5s", 5), ("1m30s", 90), ("250ms", 0.25), (3, 3), ("0", 0)])
+def test_durations(text: Any, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_load_config_from_file_and_unreadable(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\nserver: {port: 9999}\n")
+    assert load_config(f).server.port == 9999
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    f.write_text("a: [")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(f)

@@ -1,0 +1,161 @@
+"""The binding cycle behind the bind verb: re-validation, assume, Reserve, Permit, PreBind, Bind,
+and what every failure leaves behind (nothing)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from builders import GPU, cluster_objects, make_node, make_pod
+from conftest import config_of
+from fakes import fake, spec_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+from extender.framework.status import Status
+from extender.runtime.registry import Registry
+
+
+def setup(pods: list[dict], plugins: dict[str, list[Any]] | None = None, nodes: list[dict] | None = None,
+          **overrides: Any) -> tuple[Any, MemoryCluster]:
+    nodes = nodes or [make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, pods))
+    registry = Registry()
+    points: dict[str, Any] = {}
+    for point, plugs in (plugins or {}).items():
+        for p in plugs:
+            if p.name not in registry:
+                registry.register(spec_of(p))
+        points[point] = {"enabled": [{"name": p.name} for p in plugs], "disabled": ["*"] if point == "bind" else []}
+    config = config_of(profiles=[{"schedulerName": "default-scheduler", "plugins": points}], **overrides)
+    app = create_app(config, source=cluster, clock=FakeClock(), registry=registry)
+    return app.extensions["kube_extender"].engine, cluster
+
+
+def gpu_used(engine: Any, node: str) -> int:
+    return engine.cache.snapshot().get(node).requested.get(GPU, 0)
+
+
+def test_bind_writes_the_binding_and_the_cache_follows() -> None:
+    pod = make_pod("p").uid("u1").req(gpu=2).obj()
+    engine, cluster = setup([pod])
+    assert engine.bind("default", "p", "u1", "n1") == ""
+    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    assert gpu_used(engine, "n1") == 2000 and not engine.cache.is_assumed("u1")
+
+
+@pytest.mark.parametrize("ns, name, uid, node, fragment", [
+    ("default", "p", "other-uid", "n1", "re-created"),
+    ("default", "ghost", "u9", "n1", "not known"),
+    ("default", "p", "u1", "n2", "no longer fits"),
+    ("default", "p", "u1", "nowhere", "not in the extender cache"),
+], ids=["uid mismatch", "unknown pod", "node too small", "unknown node"])
+def test_bind_refusals_leave_no_reservation(ns: str, name: str, uid: str, node: str, fragment: str) -> None:
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj()])
+    error = engine.bind(ns, name, uid, node)
+    assert fragment in error
+    assert engine.cache.sizes()["assumed_pods"] == 0
+    assert gpu_used(engine, "n1") == 0 and cluster.get_pod("default", "p")["spec"].get("nodeName") is None
+
+
+def test_bind_is_idempotent_and_refuses_another_node_once_bound() -> None:
+    engine, _ = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
+    assert engine.bind("default", "p", "u1", "n1") == ""
+    assert engine.bind("default", "p", "u1", "n1") == ""
+    assert "already assigned to node n1" in engine.bind("default", "p", "u1", "n2")
+    assert gpu_used(engine, "n1") == 1000
+
+
+@pytest.mark.parametrize("point, answers, phase", [
+    ("reserve", {"reserve": Status.unschedulable("quota")}, "reserve"),
+    ("permit", {"permit": (Status.unschedulable("gang incomplete"), 0.0)}, "permit"),
+    ("preBind", {"pre_bind": Status.failure("annotation write failed")}, "preBind"),
+    ("bind", {"bind": Status.failure("api down")}, "bind"),
+    ("preBind", {"pre_bind": RuntimeError("plugin bug")}, "preBind"),
+])
+def test_a_failure_after_assume_unreserves_and_forgets(point: str, answers: dict, phase: str) -> None:
+    journal: list = []
+    recorder = fake("Recorder", {"reserve"}, journal)
+    culprit = fake("Culprit", {point} | ({"reserve"} if point == "reserve" else set()), journal, **answers)
+    plugins = {"reserve": [recorder] + ([culprit] if point == "reserve" else [])}
+    if point != "reserve":
+        plugins[point] = [culprit]
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj()], plugins)
+    error = engine.bind("default", "p", "u1", "n1")
+    assert error.startswith(f"{phase} failed") and "Culprit" in error
+    assert ("Recorder", "unreserve", "n1") in journal
+    assert engine.cache.sizes()["assumed_pods"] == 0 and gpu_used(engine, "n1") == 0
+    if point != "bind":
+        assert cluster.get_pod("default", "p")["spec"].get("nodeName") is None
+
+
+def test_permit_wait_holds_the_bind_until_allowed_while_filters_go_on() -> None:
+    gate = fake("Gate", {"permit"}, permit=(Status.wait(), 30.0))
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()],
+                            {"permit": [gate]})
+    result: list[str] = []
+    t = threading.Thread(target=lambda: result.append(engine.bind("default", "p", "u1", "n1")))
+    t.start()
+    for _ in range(200):
+        if engine.handle.waiting_pods.get("u1") is not None:
+            break
+        threading.Event().wait(0.01)
+    # while p waits in Permit its GPUs are held: q (3 GPUs) no longer fits n1
+    outcome = engine.filter(make_pod("q").uid("u2").req(gpu=3).obj(), ["n1"])
+    assert outcome.failed == {"n1": "Insufficient example.com/gpu"}
+    engine.handle.waiting_pods.get("u1").allow("Gate")
+    t.join(5)
+    assert result == [""] and cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+
+
+def test_concurrent_binds_of_the_same_pod_share_one_result() -> None:
+    gate = fake("Gate", {"permit"}, permit=(Status.wait(), 30.0))
+    engine, _ = setup([make_pod("p").uid("u1").req(gpu=2).obj()], {"permit": [gate]})
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(engine.bind("default", "p", "u1", "n1")))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        if engine.handle.waiting_pods.get("u1") is not None:
+            break
+        threading.Event().wait(0.01)
+    engine.handle.waiting_pods.get("u1").allow("Gate")
+    for t in threads:
+        t.join(5)
+    assert results == ["", "", ""] and gpu_used(engine, "n1") == 2000
+
+
+def test_many_concurrent_binds_never_overallocate() -> None:
+    pods = [make_pod(f"p{i}").uid(f"u{i}").req(gpu=1).obj() for i in range(30)]
+    engine, cluster = setup(pods)
+    results: dict[int, str] = {}
+
+    def go(i: int) -> None:
+        results[i] = engine.bind("default", f"p{i}", f"u{i}", "n1")
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(1 for r in results.values() if r == "") == 4
+    assert gpu_used(engine, "n1") == 4000
+    assert sum(1 for p in cluster.pods() if p["spec"].get("nodeName") == "n1") == 4
+
+
+def test_bind_for_a_pod_known_only_from_filter() -> None:
+    engine, cluster = setup([])
+    pod = make_pod("late").uid("u7").req(gpu=1).obj()
+    engine.filter(pod, ["n1"])
+    assert "not found" in engine.bind("default", "late", "u7", "n1"), "the writer does not have it"
+    cluster.add_pod(pod)
+    assert engine.bind("default", "late", "u7", "n1") == ""
+
+
+def test_extender_rejects_node_names_it_does_not_know_as_unschedulable() -> None:
+    engine, _ = setup([])
+    outcome = engine.filter(make_pod("p").req(gpu=1).obj(), ["n1", "mystery"])
+    assert outcome.feasible == ["n1"] and outcome.failed == {"mystery": "node not in extender cache"}

@@ -1,0 +1,124 @@
+"""MemoryCluster and cluster files: loading, writes with API-server-like preconditions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_node, make_pod
+
+from extender.cluster.memory import MemoryCluster
+from extender.cluster.objects import ClusterFileError, load_objects
+from extender.framework.handle import WriteError
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.pods: dict[str, Any] = {}
+        self.removed: list[str] = []
+        self.synced = False
+
+    def upsert_node(self, raw: Any) -> None: ...
+    def remove_node(self, name: str) -> None: ...
+    def upsert_pod(self, raw: Any) -> None:
+        self.pods[raw["metadata"]["name"]] = raw
+    def remove_pod(self, raw: Any) -> None:
+        self.removed.append(raw["metadata"]["name"])
+    def mark_synced(self) -> None:
+        self.synced = True
+
+
+def test_list_documents_and_priority_classes() -> None:
+    objs = load_objects("""
+apiVersion: v1
+kind: List
+items:
+- {kind: Node, metadata: {name: n1}}
+- {kind: Pod, metadata: {name: p}, spec: {priorityClassName: high, containers: []}}
+---
+{kind: PriorityClass, metadata: {name: high}, value: 900}
+---
+{kind: PriorityClass, metadata: {name: default}, value: 5, globalDefault: true}
+---
+{kind: Pod, metadata: {name: q}, spec: {containers: []}}
+---
+{kind: ConfigMap, metadata: {name: ignored}}
+""")
+    assert [n["metadata"]["name"] for n in objs["Node"]] == ["n1"]
+    assert {p["metadata"]["name"]: p["spec"]["priority"] for p in objs["Pod"]} == {"p": 900, "q": 5}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("a: [", "not valid YAML"), ("- 1\n- 2", "expected a Kubernetes object"),
+    ("kind: Node\nmetadata: {}", "needs metadata.name"), ("kind: Pod\nmetadata: {name: p}", "needs a spec"),
+])
+def test_bad_files_name_the_document(text: str, fragment: str) -> None:
+    with pytest.raises(ClusterFileError, match=fragment) as err:
+        load_objects(text, "f.yaml")
+    assert "f.yaml" in str(err.value)
+
+
+def cluster() -> MemoryCluster:
+    return MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()],
+                                         [make_pod("p").uid("u1").obj()]))
+
+
+def test_bind_preconditions_like_the_api_server() -> None:
+    c = cluster()
+    sink = Sink()
+    c.start(sink)
+    assert sink.synced
+    with pytest.raises(WriteError) as err:
+        c.bind("default", "p", "wrong", "n1")
+    assert err.value.conflict
+    c.bind("default", "p", "u1", "n1")
+    assert sink.pods["p"]["spec"]["nodeName"] == "n1", "the change is delivered before bind returns"
+    c.bind("default", "p", "u1", "n1")  # same node: success
+    with pytest.raises(WriteError, match="already assigned"):
+        c.bind("default", "p", "u1", "n2")
+    with pytest.raises(WriteError, match="not found"):
+        c.bind("default", "nope", "", "n1")
+
+
+def test_patch_metadata_with_resource_version_precondition() -> None:
+    c = cluster()
+    rv = c.get_pod("default", "p")["metadata"]["resourceVersion"]
+    c.patch_pod_metadata("default", "p", annotations={"a": "1"}, resource_version=rv)
+    with pytest.raises(WriteError) as err:
+        c.patch_pod_metadata("default", "p", annotations={"a": "2"}, resource_version=rv)
+    assert err.value.conflict
+    c.patch_pod_metadata("default", "p", annotations={"a": None})
+    assert c.get_pod("default", "p")["metadata"]["annotations"] == {}
+
+
+def test_eviction_honours_pod_disruption_budgets() -> None:
+    pods = [make_pod(f"w{i}").uid(f"w{i}").labels(app="w").node("n1").obj() for i in range(2)]
+    objs = cluster_objects([make_node("n1").obj()], pods)
+    objs["PodDisruptionBudget"] = [{"metadata": {"name": "pdb", "namespace": "default"},
+                                    "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "w"}}}}]
+    c = MemoryCluster(objs)
+    with pytest.raises(WriteError, match="disruption budget"):
+        c.evict("default", "w0", "w0")
+    objs["PodDisruptionBudget"][0]["spec"]["minAvailable"] = 1
+    c = MemoryCluster(objs)
+    sink = Sink()
+    c.start(sink)
+    c.evict("default", "w0", "w0")
+    assert sink.removed == ["w0"] and c.get_pod("default", "w0") is None
+
+
+def test_malformed_pods_are_skipped_and_counted() -> None:
+    c = MemoryCluster(cluster_objects([make_node("n1").obj()], [
+        {"metadata": {"name": "bad"}, "spec": {"containers": [{"resources": {"requests": {"example.com/gpu": "x"}}}]}}]))
+
+    class Strict(Sink):
+        def upsert_pod(self, raw: Any) -> None:
+            raise ValueError("bad quantity")
+
+    c.start(Strict())
+    assert c.skipped == 1
+
+
+def test_demo_cluster_ships_in_the_package() -> None:
+    demo = MemoryCluster.demo()
+    assert {n["metadata"]["name"] for n in demo.nodes()} >= {"gpu-node-1", "gpu-node-2"}
