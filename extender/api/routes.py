@@ -60,11 +60,13 @@ def _pod_label(body: Any) -> str:
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
     prefix = settings.path_prefix.rstrip("/")
 
-    def finish(verb: str, started: float, pod: str, nodes: int, outcome: str) -> None:
+    def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> None:
+        """One log line and the metrics of one request. ``outcome`` is a small fixed set (it is a
+        metric label): ok, feasible, unschedulable, candidates, none, bound, error."""
         seconds = time.perf_counter() - started
         metrics.requests.labels(verb, outcome).inc()
         metrics.request_duration.labels(verb).observe(seconds)
-        log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome,
+        log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
                                    "duration_ms": round(seconds * 1000, 3)})
 
     def internal(verb: str, exc: BaseException, pod: str) -> None:
@@ -86,7 +88,8 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             finish("filter", t0, pod, len(names), "error")
             return json_response(wire.filter_error(f"internal error: {type(exc).__name__}: {exc}"))
         reply = wire.filter_reply(args, outcome)
-        finish("filter", t0, pod, len(names), "error" if outcome.error else f"{len(outcome.feasible)} feasible")
+        finish("filter", t0, pod, len(names), "error" if outcome.error else
+               ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
         return json_response(reply)
 
     def verb_prioritize() -> Response:
@@ -120,7 +123,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             internal("preempt", exc, pod)
             finish("preempt", t0, pod, len(candidates), "error")
             return json_response({"error": f"preempt failed: {type(exc).__name__}: {exc}"}, 500)
-        finish("preempt", t0, pod, len(candidates), f"{len(decisions)} kept")
+        finish("preempt", t0, pod, len(candidates), "candidates" if decisions else "none", kept=len(decisions))
         return json_response(wire.preempt_reply(decisions))
 
     def verb_bind() -> Response:
