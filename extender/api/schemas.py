@@ -179,8 +179,17 @@ class HostPrioritySchema(Schema):
     Score = Int64(required=True)
 
 
+class MetaPodResultSchema(Schema):
+    UID = fields.String(required=True)
+
+
+class MetaVictimsResultSchema(Schema):
+    Pods = fields.List(fields.Nested(MetaPodResultSchema), required=True)
+    NumPDBViolations = Int64(required=True)
+
+
 class ExtenderPreemptionResultSchema(Schema):
-    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsSchema),
+    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsResultSchema),
                                         required=True, allow_none=True)
 
 

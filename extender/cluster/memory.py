@@ -86,11 +86,11 @@ class MemoryCluster:
         return cls.from_text(text, "demo-cluster.yaml")
 
     def _stamp(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(dict(obj))
+        """A private copy of ``obj`` with the next resourceVersion."""
+        stored: dict[str, Any] = copy.deepcopy(dict(obj))
         self._rv += 1
-        meta = obj.setdefault("metadata", {})
-        meta["resourceVersion"] = str(self._rv)
-        return obj
+        stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        return stored
 
     # ---- source -----------------------------------------------------------------------------
 

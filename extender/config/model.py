@@ -208,7 +208,8 @@ class _PluginSet(_Strict):
         return data
 
 
-_PLUGIN_POINTS = {point: fields.Nested(_PluginSet) for point in ["multiPoint", *EXTENSION_POINTS]}
+_PLUGIN_POINTS: dict[str, fields.Field] = {point: fields.Nested(_PluginSet)
+                                           for point in ["multiPoint", *EXTENSION_POINTS]}
 _Plugins = _Strict.from_dict(_PLUGIN_POINTS, name="Plugins")
 
 

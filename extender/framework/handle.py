@@ -78,9 +78,12 @@ class Handle(Protocol):
 
     clock: Clock
     writer: ClusterWriter
-    waiting_pods: WaitingPodsView
     managed_resources: frozenset[str]
     annotation_prefix: str
+
+    @property
+    def waiting_pods(self) -> WaitingPodsView:
+        """Pods held in Permit; plugins allow or reject them through this."""
 
     def snapshot(self) -> SnapshotView:
         """The latest consistent snapshot (cheap: shared until the cluster changes)."""

@@ -108,7 +108,7 @@ class NodeInfo:
     node: Mapping[str, Any] | None
     allocatable: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     requested: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
-    pods: Mapping[str, PodInfo] = field(default_factory=lambda: _EMPTY)
+    pods: Mapping[str, PodInfo] = field(default_factory=lambda: MappingProxyType({}))
     generation: int = 0
 
     @property

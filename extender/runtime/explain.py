@@ -25,7 +25,7 @@ class Verdict:
     error: str = ""
 
     def as_dict(self, max_nodes: int = 200) -> dict[str, Any]:
-        reasons = Counter()
+        reasons: Counter[str] = Counter()
         for st in self.rejected.values():
             for r in st.reasons or (st.code.name,):
                 reasons[r] += 1

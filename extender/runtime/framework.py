@@ -185,15 +185,15 @@ class Framework:
     def run_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status]:
         """PreScore, Score, NormalizeScore and weights. Returns node -> 0..MAX_NODE_SCORE (the
         weighted average of the plugins' scores), or an error status that aborts prioritize."""
-        for p in self.pre_score_plugins:
+        for pre in self.pre_score_plugins:
             try:
-                st = p.pre_score(state, pod, nodes)
+                st = pre.pre_score(state, pod, nodes)
             except Exception as exc:  # noqa: BLE001
-                return {}, _crash(p.name, "PreScore", exc)
+                return {}, _crash(pre.name, "PreScore", exc)
             if st.code is Code.SKIP:
-                state.skip_score.add(p.name)
+                state.skip_score.add(pre.name)
             elif not st.ok:
-                return {}, st.with_plugin(p.name)
+                return {}, st.with_plugin(pre.name)
         totals = dict.fromkeys((n.name for n in nodes), 0)
         weight_sum = 0
         for p, weight in self.score_plugins:
