@@ -95,7 +95,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     assert writer is not None
     registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
     metrics = Metrics()
-    cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl)
+    cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names,
                           config.annotation_prefix, config.extender.http_timeout)
     frameworks = build_frameworks(config, handle, registry, metrics)

@@ -47,6 +47,8 @@ class Metrics:
         self.internal_errors = Counter("kube_extender_internal_errors",
                                        "Internal failures; for prioritize and preempt kube-scheduler drops "
                                        "these silently, so watch this.", ["verb"], registry=r)
+        self.orphans = Counter("kube_extender_orphaned_allocations",
+                               "Allocation annotations of never-bound pods removed after their TTL.", registry=r)
         self.permit_waits = Histogram("kube_extender_permit_wait_seconds", "Time pods waited in Permit.",
                                       ["result"], buckets=_VERB_BUCKETS, registry=r)
 

@@ -18,6 +18,11 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   ``assumed_ttl`` seconds, the assumption expires and the capacity is released (TTL 0: never).
 * **Added**: the cluster says the pod is bound; from now on only watch events change it.
 * Pending pods (not bound, not assumed) are remembered by namespace/name so bind can find them.
+* **Ledger** (``extender.framework.ledger``): an unbound pod carrying an allocation annotation
+  (written by an extender's PreBind, maybe before a crash or a leader change) counts as assumed
+  on the annotated node, binding finished at ``reservedAt``; it expires like any assumption and
+  is then an orphan whose annotation the leader removes (``take_expired``). This is how a
+  restarted or newly elected extender allocates nothing twice.
 
 Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
 ``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from extender.cache.snapshot import Snapshot
+from extender.framework import ledger
 from extender.framework.clock import Clock
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
@@ -49,11 +55,16 @@ class _PodState:
     assumed: bool = False
     binding_finished: bool = False
     deadline: float = 0.0
+    ledger: bool = False
+    """Reserved because of an allocation annotation, not by a bind in this process."""
 
 
 class ClusterCache:
-    def __init__(self, resources: Iterable[str], clock: Clock, assumed_ttl: float = 30.0) -> None:
+    def __init__(self, resources: Iterable[str], clock: Clock, assumed_ttl: float = 30.0,
+                 annotation_prefix: str | None = None) -> None:
         self.resources = frozenset(resources)
+        self.annotation_prefix = annotation_prefix
+        self._expired: list[PodInfo] = []
         self.clock = clock
         self.assumed_ttl = assumed_ttl
         self._lock = threading.RLock()
@@ -143,8 +154,9 @@ class ClusterCache:
                     self._unaccount(state.info)
                 return info
             if not info.node_name:
-                if state is None or not state.assumed:
-                    self._pending[info.key] = info
+                self._pending[info.key] = info
+                if state is None or state.ledger:
+                    self._follow_ledger(info, state)
                 return info
             if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
                 del self._pending[info.key]
@@ -157,6 +169,26 @@ class ClusterCache:
             self._pods[info.uid] = _PodState(info)
             self._account(info)
             return info
+
+    def _follow_ledger(self, info: PodInfo, state: _PodState | None) -> None:
+        """Mirror an unbound pod's allocation annotation as a reservation (lock held)."""
+        alloc = ledger.of_pod(info.annotations, self.annotation_prefix) if self.annotation_prefix else None
+        if state is not None:
+            if alloc is not None and alloc.node == state.info.node_name:
+                return
+            del self._pods[info.uid]
+            self._assumed.pop(info.uid, None)
+            self._unaccount(state.info)
+        if alloc is None:
+            return
+        remaining = alloc.reserved_at + self.assumed_ttl - self.clock.now() if self.assumed_ttl > 0 else float("inf")
+        held = PodInfo(info.uid, info.namespace, info.name, info.priority, info.preemption_policy,
+                       info.creation_timestamp, info.start_time, alloc.node, info.nominated_node_name, info.phase,
+                       info.scheduler_name, info.deleting, info.resource_version, info.requests, info.raw)
+        new = _PodState(held, assumed=True, binding_finished=True,
+                        deadline=self.clock.monotonic() + remaining, ledger=True)
+        self._pods[info.uid] = self._assumed[info.uid] = new
+        self._account(held)
 
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
         """The pod was deleted: release whatever it held and forget it."""
@@ -225,10 +257,17 @@ class ClusterCache:
                     del self._pods[uid]
                     self._unaccount(state.info)
                     expired.append(state.info)
+            self._expired.extend(expired)
         for info in expired:
             log.warning("assumed pod expired: binding never confirmed by the cluster",
                         extra={"pod": info.key, "node": info.node_name})
         return expired
+
+    def take_expired(self) -> list[PodInfo]:
+        """Assumptions that expired since the last call (for orphan garbage collection)."""
+        with self._lock:
+            out, self._expired = self._expired, []
+            return out
 
     # ---- reads ------------------------------------------------------------------------------
 
@@ -254,6 +293,12 @@ class ClusterCache:
         with self._lock:
             state = self._pods.get(uid)
             return state is not None and state.assumed
+
+    def is_ledger_reservation(self, uid: str) -> bool:
+        """Held only because of an allocation annotation (no bind of this process is behind it)."""
+        with self._lock:
+            state = self._pods.get(uid)
+            return state is not None and state.ledger
 
     def pending_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:

@@ -17,6 +17,11 @@ class CycleState:
         self._lock = threading.Lock()
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        self.pod_annotations: dict[str, str | None] = {}
+        """Written by PreBind plugins; the engine stores them on the pod in one patch (with a
+        resourceVersion precondition) before the Binding."""
+        self.allocation_extra: dict[str, Any] = {}
+        """Plugin details (devices picked, ...) recorded in the allocation ledger annotation."""
 
     def write(self, key: str, value: Any) -> None:
         with self._lock:

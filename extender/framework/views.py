@@ -39,6 +39,7 @@ class PodInfo:
     phase: str = ""
     scheduler_name: str = "default-scheduler"
     deleting: bool = False
+    resource_version: str = ""
     requests: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -87,6 +88,7 @@ class PodInfo:
             phase=str(status.get("phase") or ""),
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             deleting=bool(meta.get("deletionTimestamp")),
+            resource_version=str(meta.get("resourceVersion") or ""),
             requests=MappingProxyType(pod_requests(raw, resources)),
             raw=raw,
         )
@@ -95,7 +97,8 @@ class PodInfo:
         """A copy of this pod as if assigned to ``node_name`` (used when assuming)."""
         return PodInfo(self.uid, self.namespace, self.name, self.priority, self.preemption_policy,
                        self.creation_timestamp, self.start_time, node_name, self.nominated_node_name,
-                       self.phase, self.scheduler_name, self.deleting, self.requests, self.raw)
+                       self.phase, self.scheduler_name, self.deleting, self.resource_version, self.requests,
+                       self.raw)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from extender.cache.cache import AssumeError, ClusterCache
+from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
+from extender.framework.handle import WriteError
 from extender.framework.interfaces import Victim
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
@@ -222,7 +224,7 @@ class Engine:
                 if known is None and raw is not None:
                     try:
                         known = PodInfo.from_pod(raw, self.handle.managed_resources)
-                    except (ValueError, QuantityError) as exc:
+                    except (ValueError, QuantityError, TypeError, AttributeError) as exc:
                         raise InvalidRequest(f"NodeNameToVictims[{node_name}]: {exc}") from exc
                 if known is not None and known.priority >= pod.priority:
                     continue
@@ -288,6 +290,10 @@ class Engine:
 
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         key = pod_key(namespace, name)
+        if self.cache.is_ledger_reservation(uid):
+            # Reserved by an allocation annotation from before a restart or leader change, but
+            # never bound: take the reservation over and bind for real.
+            self.cache.forget(uid)
         existing = self.cache.pod(uid)
         if existing is not None:
             if existing.node_name == node:
@@ -320,6 +326,8 @@ class Engine:
                     st = fw.wait_on_permit(pod)
             elif phase == "preBind":
                 st = fw.run_pre_bind(state, pod, node)
+                if st.ok:
+                    st = self._record_allocation(state, pod, node)
             else:
                 st = fw.run_bind(state, pod, node)
             if not st.ok:
@@ -329,3 +337,43 @@ class Engine:
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
         return ""
+
+    def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Write the PreBind annotations and the allocation ledger entry in one patch, with the
+        pod's resourceVersion as precondition, before the Binding (the cluster is the ledger)."""
+        annotations = dict(state.pod_annotations)
+        if pod.requests:
+            entry = ledger.Allocation(node, dict(pod.requests), self.handle.term(), self.handle.clock.now(),
+                                      dict(state.allocation_extra))
+            annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+        if not annotations:
+            return Status()
+        try:
+            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=annotations,
+                                                  resource_version=pod.resource_version or None)
+        except WriteError as exc:
+            return Status(Code.ERROR, (f"recording the allocation failed: {exc}",), plugin="ledger", error=exc)
+        return Status()
+
+    def collect_orphans(self) -> int:
+        """Release expired reservations and remove their allocation annotations from pods that are
+        still unbound (orphans of a crash, a lost bind reply or a deposed leader). Call on the
+        leader only. Returns how many annotations were removed."""
+        self.cache.cleanup_expired()
+        removed = 0
+        annotation = ledger.key(self.handle.annotation_prefix)
+        for gone in self.cache.take_expired():
+            current = self.cache.pending_pod(gone.namespace, gone.name)
+            if current is None or current.uid != gone.uid or annotation not in current.annotations:
+                continue
+            try:
+                self.handle.writer.patch_pod_metadata(gone.namespace, gone.name, annotations={annotation: None},
+                                                      resource_version=current.resource_version or None)
+            except WriteError as exc:
+                log.warning("orphan allocation not removed", extra={"pod": gone.key, "error": str(exc)})
+                continue
+            removed += 1
+            log.info("orphan allocation removed", extra={"pod": gone.key, "node": gone.node_name})
+        if removed and self.metrics is not None:
+            self.metrics.orphans.inc(removed)
+        return removed

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
@@ -24,6 +25,8 @@ class EngineHandle:
     managed_resources: frozenset[str]
     annotation_prefix: str = "kube-extender.io/"
     http_timeout: float = 5.0
+    term: Callable[[], int] = field(default=lambda: 0)
+    """The current leader term, written into allocations (fencing); 0 without leader election."""
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

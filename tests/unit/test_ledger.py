@@ -1,0 +1,107 @@
+"""The allocation ledger: annotations written before the Binding, reservations rebuilt from them
+after a restart, orphans released and cleaned after their TTL."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import GPU, cluster_objects, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework import ledger
+from extender.framework.clock import FakeClock
+
+KEY = "kube-extender.io/allocation"
+
+
+@pytest.mark.parametrize("text", [None, "", "{", "[]", '{"node": 3}', '{"node": "n", "resources": {"g": "x"}}',
+                                  '{"node": "n", "reservedAt": "yesterday"}'], ids=repr)
+def test_malformed_annotations_are_ignored(text: str | None) -> None:
+    assert ledger.decode(text) is None
+
+
+def test_round_trip_is_exact() -> None:
+    a = ledger.Allocation("n1", {GPU: 1500, "vendor.io/mem": 8192 * 2**20 * 1000}, 7, 1_800_000_000.25,
+                          {"devices": [0, 1]})
+    b = ledger.decode(ledger.encode(a))
+    assert b is not None
+    assert (b.node, dict(b.resources), b.term, b.extra) == ("n1", dict(a.resources), 7, {"devices": [0, 1]})
+    assert abs(b.reserved_at - a.reserved_at) < 0.001
+
+
+def app_over(cluster: MemoryCluster, clock: FakeClock, ttl: str = "30s") -> Any:
+    return create_app(config_of(cache={"assumedPodTTL": ttl}), source=cluster, clock=clock)
+
+
+def gpu_used(app: Any, node: str = "n1") -> int:
+    return app.extensions["kube_extender"].cache.snapshot().get(node).requested.get(GPU, 0)
+
+
+@pytest.fixture
+def cluster() -> MemoryCluster:
+    return MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()],
+                                         [make_pod("p").uid("u1").req(gpu=3).obj()]))
+
+
+def test_bind_writes_the_allocation_before_the_binding(cluster: MemoryCluster) -> None:
+    clock = FakeClock()
+    app = app_over(cluster, clock)
+    assert app.extensions["kube_extender"].engine.bind("default", "p", "u1", "n1") == ""
+    pod = cluster.get_pod("default", "p")
+    alloc = json.loads(pod["metadata"]["annotations"][KEY])
+    assert alloc["node"] == "n1" and alloc["resources"] == {GPU: "3"} and alloc["term"] == 0
+    assert pod["spec"]["nodeName"] == "n1"
+
+
+def test_restart_between_annotation_and_binding_allocates_nothing_twice(cluster: MemoryCluster) -> None:
+    clock = FakeClock()
+    entry = ledger.Allocation("n1", {GPU: 3000}, 1, clock.now())
+    cluster.patch_pod_metadata("default", "p", annotations={KEY: ledger.encode(entry)})  # then the old process died
+    app = app_over(cluster, clock)
+    engine = app.extensions["kube_extender"].engine
+    assert gpu_used(app) == 3000, "the reservation is rebuilt from the annotation"
+    other = make_pod("q").uid("u2").req(gpu=2).obj()
+    assert engine.filter(other, ["n1"]).failed == {"n1": "Insufficient example.com/gpu"}
+    # kube-scheduler retries the bind of p: the extender takes the reservation over and binds for real
+    assert engine.bind("default", "p", "u1", "n1") == ""
+    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    assert gpu_used(app) == 3000
+
+
+def test_orphan_is_released_and_its_annotation_removed_after_the_ttl(cluster: MemoryCluster) -> None:
+    clock = FakeClock()
+    cluster.patch_pod_metadata("default", "p", annotations={
+        KEY: ledger.encode(ledger.Allocation("n1", {GPU: 3000}, 1, clock.now()))})
+    app = app_over(cluster, clock)
+    engine = app.extensions["kube_extender"].engine
+    clock.advance(29)
+    assert engine.collect_orphans() == 0 and gpu_used(app) == 3000
+    clock.advance(2)
+    assert engine.collect_orphans() == 1
+    assert gpu_used(app) == 0
+    assert KEY not in (cluster.get_pod("default", "p")["metadata"].get("annotations") or {})
+    assert "kube_extender_orphaned_allocations_total 1.0" in app.extensions["kube_extender"].metrics.exposition().decode()
+
+
+def test_annotation_of_a_bound_pod_is_just_history(cluster: MemoryCluster) -> None:
+    clock = FakeClock()
+    app = app_over(cluster, clock)
+    app.extensions["kube_extender"].engine.bind("default", "p", "u1", "n1")
+    clock.advance(3600)
+    assert app.extensions["kube_extender"].engine.collect_orphans() == 0
+    assert gpu_used(app) == 3000
+
+
+def test_stale_resource_version_fails_the_bind_and_releases(cluster: MemoryCluster) -> None:
+    clock = FakeClock()
+    app = app_over(cluster, clock)
+    engine = app.extensions["kube_extender"].engine
+    cluster.stop()  # the cache stops following: its copy of p goes stale
+    cluster.patch_pod_metadata("default", "p", labels={"touched": "yes"})
+    error = engine.bind("default", "p", "u1", "n1")
+    assert "recording the allocation failed" in error and "resourceVersion" in error
+    assert gpu_used(app) == 0 and cluster.get_pod("default", "p")["spec"].get("nodeName") is None
