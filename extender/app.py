@@ -11,8 +11,9 @@ before the app is returned, so a memory cluster is synced (ready) at once.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Flask
 
@@ -36,6 +37,12 @@ from policies import DEFAULT_PLUGINS, builtin_registry
 log = logging.getLogger(__name__)
 
 
+class Leadership(Protocol):
+    def is_leader(self) -> bool: ...
+
+    def term(self) -> int: ...
+
+
 @dataclass
 class ExtenderState:
     config: ExtenderConfig
@@ -44,6 +51,18 @@ class ExtenderState:
     metrics: Metrics
     source: ClusterSource
     writer: ClusterWriter
+    leader: Leadership | None = None
+    stop: threading.Event | None = None
+
+
+def _collect_orphans_forever(engine: Engine, leading: Any, interval: float, stop: threading.Event) -> None:
+    """Background upkeep on the leader: release expired reservations, clean their annotations."""
+    while not stop.wait(interval):
+        if leading():
+            try:
+                engine.collect_orphans()
+            except Exception:  # noqa: BLE001 - upkeep must never die
+                log.exception("orphan collection failed")
 
 
 def build_frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry,
@@ -82,8 +101,12 @@ def describe(config: ExtenderConfig, frameworks: dict[str, Framework]) -> dict[s
 
 def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | None = None,
                writer: ClusterWriter | None = None, clock: Clock | None = None,
-               registry: Registry | None = None) -> Flask:
-    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args."""
+               registry: Registry | None = None, leader: Leadership | None = None,
+               metrics: Metrics | None = None, background: bool = True) -> Flask:
+    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args.
+
+    ``leader``: with leader election, only the leader answers the verbs (followers: 503, not
+    ready) and allocations carry its term. ``background``: run the orphan collector thread."""
     config = config or default_config()
     clock = clock or SystemClock()
     if source is None:
@@ -94,10 +117,11 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
         writer = source  # type: ignore[assignment]
     assert writer is not None
     registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
-    metrics = Metrics()
+    metrics = metrics or Metrics()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names,
-                          config.annotation_prefix, config.extender.http_timeout)
+                          config.annotation_prefix, config.extender.http_timeout,
+                          term=leader.term if leader is not None else (lambda: 0))
     frameworks = build_frameworks(config, handle, registry, metrics)
     engine = Engine(handle, frameworks, default_profile=config.profiles[0].scheduler_name, metrics=metrics,
                     explain=ExplainLog())
@@ -108,11 +132,49 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     app.json.sort_keys = False  # type: ignore[attr-defined]
     summary = describe(config, frameworks)
 
-    def ready() -> tuple[bool, str]:
-        return (True, "cache synced") if cache.synced else (False, "waiting for the initial cluster lists")
+    leading = leader.is_leader if leader is not None else (lambda: True)
 
-    register(app, engine, metrics, ApiSettings(config.server.path_prefix, config.verbs(), ready, lambda: summary))
-    app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer)
+    def ready() -> tuple[bool, str]:
+        if not cache.synced:
+            return False, "waiting for the initial cluster lists"
+        if not leading():
+            return False, "following: another replica is the leader"
+        return True, "cache synced" + (", leading" if leader is not None else "")
+
+    register(app, engine, metrics, ApiSettings(config.server.path_prefix, config.verbs(), ready, lambda: summary,
+                                               serving=leading))
+    stop = threading.Event()
+    app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer, leader, stop)
     source.start(cache)
+    if background and config.orphan_interval > 0:
+        threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),
+                         name="orphan-collector", daemon=True).start()
     log.info("extender configured", extra={"configuration": summary})
+    return app
+
+
+def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, clock: Clock | None = None) -> Flask:
+    """The app against a real cluster: list+watch source, fenced writer, optional leader election.
+    In-cluster credentials unless ``kubeconfig`` is given."""
+    from extender.cluster.kube.client import KubeClient
+    from extender.cluster.kube.events import EventRecorder
+    from extender.cluster.kube.leader import LeaderElector
+    from extender.cluster.kube.source import KubeSource, PodFilter
+    from extender.cluster.kube.writer import KubeWriter
+
+    client = KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+    metrics = Metrics()
+    le = config.leader_election
+    leader = None
+    if le.enabled:
+        leader = LeaderElector(client, name=le.lease_name, namespace=le.lease_namespace,
+                               lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
+                               retry_period=le.retry_period, clock=clock)
+    events = EventRecorder(client) if config.kubernetes.events else None
+    writer = KubeWriter(client, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
+    source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix), metrics=metrics,
+                        watch_timeout=int(config.kubernetes.watch_timeout))
+    app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics)
+    if leader is not None:
+        leader.start()
     return app

@@ -30,8 +30,10 @@ def _parser() -> argparse.ArgumentParser:
                            description="Serve filter/prioritize/preempt/bind. Without --cluster the embedded "
                                        "demo cluster is used.")
     serve.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
-    serve.add_argument("--cluster", metavar="FILE",
-                       help="YAML file of Nodes and Pods to serve from memory (default: the embedded demo cluster)")
+    serve.add_argument("--cluster", metavar="FILE|kube",
+                       help="'kube' to follow a real cluster (in-cluster credentials, or --kubeconfig), or a YAML "
+                            "file of Nodes and Pods to serve from memory (default: the embedded demo cluster)")
+    serve.add_argument("--kubeconfig", metavar="FILE", help="with --cluster kube: use this kubeconfig")
     serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default: server.port, 8888)")
     serve.add_argument("--threads", type=int, help="request threads (default: server.threads, 64)")
@@ -112,12 +114,19 @@ def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config).with_server(host=args.host, port=args.port, threads=args.threads,
                                                   log_level=args.log_level)
     setup_logging(config.server.log_level, config.server.log_format)
-    cluster_file = args.cluster
+    kube = args.cluster == "kube"
+    cluster_file = None if kube else args.cluster
+    if args.kubeconfig and not kube:
+        print("kube-extender: --kubeconfig needs --cluster kube", file=sys.stderr)
+        return 2
     if cluster_file:
         load_file(cluster_file)  # fail here, with a clear message, rather than in the worker
 
     def factory() -> Any:
         setup_logging(config.server.log_level, config.server.log_format)
+        if kube:
+            from extender.app import create_kube_app
+            return create_kube_app(config, kubeconfig=args.kubeconfig)
         source = MemoryCluster.from_file(cluster_file) if cluster_file else MemoryCluster.demo()
         return create_app(config, source=source)
 

@@ -49,6 +49,13 @@ class Metrics:
                                        "these silently, so watch this.", ["verb"], registry=r)
         self.orphans = Counter("kube_extender_orphaned_allocations",
                                "Allocation annotations of never-bound pods removed after their TTL.", registry=r)
+        self.watch_events = Counter("kube_extender_watch_events", "Watch events applied to the cache.",
+                                    ["kind", "type"], registry=r)
+        self.reconnects = Counter("kube_extender_watch_reconnects", "Watch streams re-established after an error.",
+                                  ["kind"], registry=r)
+        self.relists = Counter("kube_extender_relists", "Full relists after a 410 Gone.", ["kind"], registry=r)
+        self.skipped = Counter("kube_extender_skipped_objects", "Malformed objects skipped from lists and watches.",
+                               ["kind"], registry=r)
         self.permit_waits = Histogram("kube_extender_permit_wait_seconds", "Time pods waited in Permit.",
                                       ["result"], buckets=_VERB_BUCKETS, registry=r)
 

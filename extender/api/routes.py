@@ -45,6 +45,8 @@ class ApiSettings:
     """verb kind (filter, prioritize, preempt, bind) -> URL path segment."""
     ready: Callable[[], tuple[bool, str]]
     describe: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    serving: Callable[[], bool] = field(default=lambda: True)
+    """False on a follower: the verbs answer 503 (only the leader decides)."""
 
 
 def _pod_label(body: Any) -> str:
@@ -131,15 +133,31 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
         body = wire.decode(request.get_data())
         args = wire.load(_BIND_ARGS, body)
         pod = f"{args['PodNamespace'] or 'default'}/{args['PodName']}"
-        error = engine.bind(args["PodNamespace"] or "default", args["PodName"], args["PodUID"], args["Node"])
+        try:
+            error = engine.bind(args["PodNamespace"] or "default", args["PodName"], args["PodUID"], args["Node"])
+        except Exception as exc:  # noqa: BLE001 - reported in Error: kube-scheduler backs off
+            internal("bind", exc, pod)
+            error = f"internal error: {type(exc).__name__}: {exc}"
         finish("bind", t0, pod, 1, "bound" if not error else "error")
         if error:
             log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
         return json_response(wire.bind_reply(error))
 
     handlers = {"filter": verb_filter, "prioritize": verb_prioritize, "preempt": verb_preempt, "bind": verb_bind}
+
+    def leader_only(kind: str, handler: Callable[[], Response]) -> Callable[[], Response]:
+        def guarded() -> Response:
+            if not settings.serving():
+                metrics.requests.labels(kind, "not_leader").inc()
+                return json_response({"error": "not the leader",
+                                      "message": "this replica follows the cluster but does not decide; "
+                                                 "its readiness probe fails so the Service routes to the leader"},
+                                     503)
+            return handler()
+        return guarded
+
     for kind, segment in settings.verbs.items():
-        app.add_url_rule(f"{prefix}/{segment}", f"verb_{kind}", handlers[kind], methods=["POST"])
+        app.add_url_rule(f"{prefix}/{segment}", f"verb_{kind}", leader_only(kind, handlers[kind]), methods=["POST"])
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -200,9 +218,13 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     def debug_config() -> Response:
         return json_response(settings.describe())
 
+    def verb_kind() -> str:
+        endpoint = request.endpoint or ""
+        return endpoint.removeprefix("verb_") if endpoint.startswith("verb_") else "other"
+
     @app.errorhandler(wire.BadRequest)
     def bad_request(exc: wire.BadRequest) -> Response:
-        metrics.requests.labels(request.path.rsplit("/", 1)[-1], "bad_request").inc()
+        metrics.requests.labels(verb_kind(), "bad_request").inc()
         log.warning("bad request", extra={"path": request.path, "error": str(exc)})
         payload: dict[str, Any] = {"error": "bad request", "message": str(exc)}
         if exc.details:
@@ -220,6 +242,6 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
-        metrics.internal_errors.labels(request.path.rsplit("/", 1)[-1]).inc()
+        metrics.internal_errors.labels(verb_kind()).inc()
         log.error("unhandled error", exc_info=exc, extra={"path": request.path})
         return json_response({"error": "internal error", "message": f"{type(exc).__name__}: {exc}"}, 500)

@@ -27,6 +27,17 @@ Example (every key optional; these are the defaults)::
       logFormat: logfmt                # logfmt | json
     cache:
       assumedPodTTL: 30s               # 0 = assumed pods never expire
+      orphanCollectionInterval: 10s    # how often expired reservations are released and cleaned
+    leaderElection:                    # for several replicas against a cluster
+      enabled: false
+      leaseName: kube-extender
+      leaseNamespace: kube-system
+      leaseDuration: 15s
+      renewDeadline: 10s
+      retryPeriod: 2s
+    kubernetes:                        # used with `serve --cluster kube`
+      watchTimeout: 5m
+      events: true                     # record Events on pods (rejections, preemption)
     profiles:
       - schedulerName: default-scheduler
         plugins:                       # per extension point: {enabled: [{name, weight}], disabled: [name|"*"]}
@@ -184,6 +195,26 @@ class _Server(_Strict):
 
 class _Cache(_Strict):
     assumedPodTTL = Duration(load_default=30.0)
+    orphanCollectionInterval = Duration(load_default=10.0)
+
+
+class _LeaderElection(_Strict):
+    enabled = fields.Boolean(load_default=False)
+    leaseName = fields.String(load_default="kube-extender", validate=validate.Length(min=1))
+    leaseNamespace = fields.String(load_default="kube-system", validate=validate.Length(min=1))
+    leaseDuration = Duration(load_default=15.0)
+    renewDeadline = Duration(load_default=10.0)
+    retryPeriod = Duration(load_default=2.0)
+
+    @validates_schema
+    def ordered(self, data: dict[str, Any], **_: Any) -> None:
+        if not 0 < data["retryPeriod"] < data["renewDeadline"] < data["leaseDuration"]:
+            raise ValidationError("need 0 < retryPeriod < renewDeadline < leaseDuration", "renewDeadline")
+
+
+class _Kubernetes(_Strict):
+    watchTimeout = Duration(load_default=300.0)
+    events = fields.Boolean(load_default=True)
 
 
 class _PluginRef(_Strict):
@@ -234,6 +265,8 @@ class _Config(_Strict):
     extender = fields.Nested(_Extender, load_default=dict)
     server = fields.Nested(_Server, load_default=dict)
     cache = fields.Nested(_Cache, load_default=dict)
+    leaderElection = fields.Nested(_LeaderElection, load_default=dict)
+    kubernetes = fields.Nested(_Kubernetes, load_default=dict)
     profiles = fields.List(fields.Nested(_Profile), required=True)
 
     @pre_load
@@ -292,6 +325,22 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class LeaderElectionConfig:
+    enabled: bool = False
+    lease_name: str = "kube-extender"
+    lease_namespace: str = "kube-system"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    watch_timeout: float = 300.0
+    events: bool = True
+
+
+@dataclass(frozen=True)
 class ExtenderConfig:
     managed_resources: tuple[ManagedResource, ...]
     annotation_prefix: str
@@ -299,6 +348,9 @@ class ExtenderConfig:
     server: ServerConfig
     assumed_pod_ttl: float
     profiles: tuple[ProfileSpec, ...]
+    orphan_interval: float = 10.0
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+    kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -374,6 +426,7 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
     link = ExtenderLink(e["urlPrefix"] or _default_url(server), e["filterVerb"], e["prioritizeVerb"],
                         e["preemptVerb"], e["bindVerb"], e["weight"], e["httpTimeout"], e["nodeCacheCapable"],
                         e["ignorable"])
+    le = data["leaderElection"]
     return ExtenderConfig(
         managed_resources=tuple(ManagedResource(r["name"], r["ignoredByScheduler"]) for r in data["managedResources"]),
         annotation_prefix=data["annotationPrefix"],
@@ -381,6 +434,10 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
         server=server,
         assumed_pod_ttl=data["cache"]["assumedPodTTL"],
         profiles=tuple(_profile(p) for p in data["profiles"]),
+        orphan_interval=data["cache"]["orphanCollectionInterval"],
+        leader_election=LeaderElectionConfig(le["enabled"], le["leaseName"], le["leaseNamespace"],
+                                             le["leaseDuration"], le["renewDeadline"], le["retryPeriod"]),
+        kubernetes=KubernetesConfig(data["kubernetes"]["watchTimeout"], data["kubernetes"]["events"]),
         raw=dict(raw),
     )
 

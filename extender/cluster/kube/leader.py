@@ -1,0 +1,198 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with fencing.
+
+The algorithm of client-go's leaderelection, with optimistic concurrency (every write is a PUT
+carrying the resourceVersion read; 409 means someone else wrote first, so we lost that round):
+
+* A candidate takes the lease when it has no holder, or when the lease has not changed for
+  ``lease_duration`` seconds *as observed on this process's monotonic clock* (never comparing
+  clocks across machines). Taking it over increments ``leaseTransitions``: that is the **term**.
+* The holder renews every ``retry_period``. ``is_leader()`` is true only while the last
+  successful renewal is younger than ``renew_deadline``. Because ``renew_deadline <
+  lease_duration``, a holder that cannot renew stops considering itself leader (and so stops
+  writing: the writer is fenced by ``is_leader``) before any other candidate may take over.
+* On losing leadership the process keeps following the cluster (its cache stays warm) and goes
+  back to candidacy.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable
+from urllib.parse import quote
+
+from extender.cluster.kube.client import ApiError, KubeClient
+from extender.framework.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, *, name: str, namespace: str, identity: str | None = None,
+                 lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
+                 clock: Clock | None = None, on_change: Callable[[bool], None] | None = None) -> None:
+        if not 0 < retry_period < renew_deadline < lease_duration:
+            raise ValueError("need 0 < retryPeriod < renewDeadline < leaseDuration")
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity or default_identity()
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.clock = clock or SystemClock()
+        self.on_change = on_change
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._holding = False
+        self._renewed_at = float("-inf")
+        self._term = 0
+        self._observed: tuple[str, str] | None = None  # (resourceVersion, holder) last seen
+        self._observed_at = 0.0
+        self._was_leader = False
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{quote(self.namespace, safe='')}/leases/{quote(self.name, safe='')}"
+
+    # ---- what the rest of the process asks --------------------------------------------------
+
+    def is_leader(self) -> bool:
+        with self._lock:
+            return self._holding and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+
+    def term(self) -> int:
+        with self._lock:
+            return self._term
+
+    def holder(self) -> str:
+        with self._lock:
+            return self._observed[1] if self._observed else ""
+
+    # ---- loop ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="leader-election", daemon=True)
+        self._thread.start()
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.retry_period + 5)
+        if release and self.is_leader():
+            self._release()
+        self._notify()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.try_acquire_or_renew()
+            self._notify()
+            self._stop.wait(self.retry_period)
+
+    def _notify(self) -> None:
+        now = self.is_leader() and not self._stop.is_set()
+        if now != self._was_leader:
+            self._was_leader = now
+            log.info("leadership changed", extra={"leader": now, "identity": self.identity, "term": self.term()})
+            if self.on_change is not None:
+                try:
+                    self.on_change(now)
+                except Exception:  # noqa: BLE001
+                    log.exception("leadership callback failed")
+
+    def _spec(self, now_wall: float, transitions: int, acquire: str | None) -> dict[str, Any]:
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": int(round(self.lease_duration)),
+                "acquireTime": acquire or _micro_time(now_wall), "renewTime": _micro_time(now_wall),
+                "leaseTransitions": transitions}
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round; returns whether this process holds the lease afterwards."""
+        now = self.clock.monotonic()
+        wall = self.clock.now()
+        try:
+            lease = self.client.get(self.path)
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("reading the lease failed", extra={"error": str(exc)})
+                return self._lost_round()
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(wall, 1, None)}
+            try:
+                created = self.client.post(
+                    f"/apis/coordination.k8s.io/v1/namespaces/{quote(self.namespace, safe='')}/leases", body)
+            except ApiError as exc2:
+                log.info("creating the lease failed", extra={"error": str(exc2)})
+                return self._lost_round()
+            return self._won(created, now, 1)
+        spec = lease.get("spec") or {}
+        meta = lease.get("metadata") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        observed = (str(meta.get("resourceVersion") or ""), holder)
+        with self._lock:
+            if observed != self._observed:
+                self._observed = observed
+                self._observed_at = now
+            observed_at = self._observed_at
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            new_spec = {**spec, **self._spec(wall, transitions, spec.get("acquireTime"))}
+            term = transitions
+        elif holder and now - observed_at < self.lease_duration:
+            return self._lost_round(keep=False)
+        else:
+            new_spec = self._spec(wall, transitions + 1, None)
+            term = transitions + 1
+        try:
+            updated = self.client.put(self.path, {**lease, "spec": new_spec})
+        except ApiError as exc:
+            if exc.status == 409:
+                log.info("lost the lease race", extra={"identity": self.identity})
+            else:
+                log.warning("writing the lease failed", extra={"error": str(exc)})
+            return self._lost_round()
+        return self._won(updated, now, term)
+
+    def _won(self, lease: Any, at: float, term: int) -> bool:
+        meta = (lease or {}).get("metadata") or {}
+        with self._lock:
+            self._holding = True
+            self._renewed_at = at
+            self._term = term
+            self._observed = (str(meta.get("resourceVersion") or ""), self.identity)
+            self._observed_at = at
+        return True
+
+    def _lost_round(self, keep: bool = True) -> bool:
+        """A round that did not renew. Keep ``holding`` (until renew_deadline runs out) only when
+        the lease may still be ours; when someone else holds it, let go at once."""
+        with self._lock:
+            if not keep:
+                self._holding = False
+            return self._holding and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+
+    def _release(self) -> None:
+        """Give the lease up on a clean shutdown, so a standby takes over without waiting."""
+        try:
+            lease = self.client.get(self.path)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+            self.client.put(self.path, {**lease, "spec": spec})
+        except ApiError as exc:
+            log.info("releasing the lease failed", extra={"error": str(exc)})
+        finally:
+            with self._lock:
+                self._holding = False

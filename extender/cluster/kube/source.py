@@ -1,0 +1,230 @@
+"""KubeSource: list then watch Nodes and the Pods that matter, into the cache.
+
+* Pods that matter: those whose containers mention a managed resource (kube-scheduler's
+  ``IsInterested`` test), or that carry one of the extender's annotations, or its scheduling
+  gate. Others are dropped at the door (150,000 pods, 20,000 managed: we keep 20,000).
+* Objects stay raw dicts with ``metadata.managedFields`` removed.
+* Each kind runs in its own thread: a paginated list, then a watch from the list's
+  resourceVersion; a stream that ends is resumed from the last resourceVersion seen (bookmarks
+  included); a 410 Gone (as an answer or an ERROR event) triggers a relist, which also delivers
+  the deletions missed meanwhile. Errors back off exponentially (0.5 s doubling to 30 s, with
+  jitter), and every reconnect, relist and skipped object is logged and counted.
+* The sink is marked synced once both initial lists are in (``/readyz`` then turns ready).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from typing import Any, Callable, Iterable, Mapping
+
+from extender.cluster.interfaces import ClusterEvents
+from extender.cluster.kube.client import ApiError, KubeClient
+from extender.framework.resources import names_requested
+from extender.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods"}
+
+
+def strip(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class PodFilter:
+    """Which pods the extender follows."""
+
+    def __init__(self, managed_resources: Iterable[str], annotation_prefix: str, gate: str | None = None) -> None:
+        self.managed = frozenset(managed_resources)
+        self.prefix = annotation_prefix
+        self.gate = gate
+
+    def __call__(self, pod: Mapping[str, Any]) -> bool:
+        if self.managed & names_requested(pod):
+            return True
+        meta = pod.get("metadata") or {}
+        if any(k.startswith(self.prefix) for k in (meta.get("annotations") or {})):
+            return True
+        if self.gate:
+            return any(g.get("name") == self.gate for g in ((pod.get("spec") or {}).get("schedulingGates") or []))
+        return False
+
+
+class KubeSource:
+    def __init__(self, client: KubeClient, pod_filter: Callable[[Mapping[str, Any]], bool], *,
+                 metrics: Metrics | None = None, watch_timeout: int = 300, page_size: int = 500,
+                 max_backoff: float = 30.0) -> None:
+        self.client = client
+        self.pod_filter = pod_filter
+        self.metrics = metrics
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.max_backoff = max_backoff
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._listed: set[str] = set()
+        self._lock = threading.Lock()
+        self._known: dict[str, dict[str, Any]] = {"node": {}, "pod": {}}
+        self._streams: dict[str, Any] = {}
+        self._sink: ClusterEvents | None = None
+        self.last_resource_version: dict[str, str] = {}
+
+    # ---- life cycle -------------------------------------------------------------------------
+
+    def start(self, sink: ClusterEvents) -> None:
+        self._sink = sink
+        for kind in ("node", "pod"):
+            t = threading.Thread(target=self._run, args=(kind,), name=f"kube-source-{kind}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            streams = list(self._streams.values())
+        for stream in streams:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - closing a stream another thread reads may race
+                pass
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """For tests and benchmarks: block until both initial lists were delivered."""
+        deadline = threading.Event()
+        for _ in range(int(timeout * 20)):
+            with self._lock:
+                if self._listed >= {"node", "pod"}:
+                    return True
+            deadline.wait(0.05)
+        return False
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def _count(self, metric: str, kind: str, n: int = 1, **labels: str) -> None:
+        if self.metrics is not None:
+            getattr(self.metrics, metric).labels(kind=kind, **labels).inc(n)
+
+    def _run(self, kind: str) -> None:
+        rv = ""
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    rv = self._relist(kind)
+                rv = self._watch(kind, rv)
+                failures = 0
+            except ApiError as exc:
+                if self._stop.is_set():
+                    return
+                if exc.status == 410:
+                    log.info("watch expired, relisting", extra={"kind": kind})
+                    self._count("relists", kind)
+                    rv = ""
+                    continue
+                failures += 1
+                self._backoff(kind, failures, exc)
+            except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+                if self._stop.is_set():
+                    return
+                failures += 1
+                self._backoff(kind, failures, exc)
+
+    def _backoff(self, kind: str, failures: int, exc: BaseException) -> None:
+        delay = min(self.max_backoff, 0.5 * 2 ** (failures - 1)) * (0.8 + 0.4 * random.random())
+        log.warning("watch failed, reconnecting", extra={"kind": kind, "error": str(exc), "retry_in_s": round(delay, 2)})
+        self._count("reconnects", kind)
+        self._stop.wait(delay)
+
+    def _relist(self, kind: str) -> str:
+        items, rv = self.client.list_all(PATHS[kind], page_size=self.page_size)
+        seen: set[str] = set()
+        for obj in items:
+            key = self._apply(kind, "ADDED", obj)
+            if key:
+                seen.add(key)
+        for key in [k for k in self._known[kind] if k not in seen]:
+            self._apply(kind, "DELETED", self._known[kind][key])
+        with self._lock:
+            first = kind not in self._listed
+            self._listed.add(kind)
+            synced = self._listed >= {"node", "pod"}
+        if first and synced and self._sink is not None:
+            self._sink.mark_synced()
+        log.info("listed", extra={"kind": kind, "items": len(items), "kept": len(self._known[kind]),
+                                  "resource_version": rv})
+        self.last_resource_version[kind] = rv
+        return rv
+
+    def _watch(self, kind: str, rv: str) -> str:
+        stream = self.client.watch(PATHS[kind], resource_version=rv, timeout_seconds=self.watch_timeout)
+        with self._lock:
+            self._streams[kind] = stream
+        try:
+            for event in stream:
+                if self._stop.is_set():
+                    break
+                etype = event.get("type")
+                obj = event.get("object") or {}
+                if etype == "ERROR":
+                    code = obj.get("code") if isinstance(obj, dict) else None
+                    raise ApiError(int(code or 500), str(obj.get("message", "watch error")), str(obj.get("reason", "")))
+                new_rv = ((obj.get("metadata") or {}).get("resourceVersion")) if isinstance(obj, dict) else None
+                if new_rv:
+                    rv = str(new_rv)
+                    self.last_resource_version[kind] = rv
+                if etype == "BOOKMARK":
+                    continue
+                self._count("watch_events", kind, type=str(etype))
+                self._apply(kind, str(etype), obj)
+        finally:
+            with self._lock:
+                self._streams.pop(kind, None)
+            stream.close()
+        return rv
+
+    def _apply(self, kind: str, etype: str, obj: Any) -> str | None:
+        """Deliver one object to the sink; returns its key if the extender follows it."""
+        sink = self._sink
+        if sink is None or not isinstance(obj, dict):
+            return None
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta, dict):
+            return None
+        name = meta.get("name")
+        key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
+        if not isinstance(name, str):
+            self._count("skipped", kind)
+            return None
+        known = self._known[kind]
+        try:
+            if etype == "DELETED":
+                if key in known:
+                    del known[key]
+                    if kind == "node":
+                        sink.remove_node(name)
+                    else:
+                        sink.remove_pod(obj)
+                return None
+            strip(obj)
+            if kind == "node":
+                sink.upsert_node(obj)
+            elif self.pod_filter(obj):
+                sink.upsert_pod(obj)
+            else:
+                if key in known:  # stopped mattering (rare: annotations removed)
+                    del known[key]
+                    sink.remove_pod(obj)
+                return None
+            known[key] = {"metadata": {"name": name, "namespace": meta.get("namespace"), "uid": meta.get("uid")}}
+            return key
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._count("skipped", kind)
+            log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
+            return None

@@ -1,0 +1,109 @@
+"""KubeWriter: the extender's writes to the API server, fenced by leadership.
+
+* ``bind``: POST ``pods/<name>/binding`` with ``metadata.uid`` (the API server turns it into a UID
+  precondition). A 409 is looked into: already bound to the same node is success (a retried bind
+  whose first reply was lost); bound elsewhere or a different UID is a conflict.
+* ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
+  which the API server treats as a precondition (409 when stale).
+* ``evict``: POST ``pods/<name>/eviction`` (policy/v1) with a UID precondition and the grace
+  period; 429 means a PodDisruptionBudget forbids it now.
+* ``record_event``: handed to the EventRecorder (aggregated, rate-limited, never blocks).
+
+Fencing: every write first asks ``may_write()``; a process that is not (or no longer surely) the
+leader raises WriteError and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+from extender.cluster.kube.client import ApiError, KubeClient
+from extender.cluster.kube.events import EventRecorder
+from extender.framework.handle import WriteError
+
+
+def pod_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    return f"{path}/{sub}" if sub else path
+
+
+class KubeWriter:
+    def __init__(self, client: KubeClient, *, may_write: Callable[[], bool] = lambda: True,
+                 events: EventRecorder | None = None) -> None:
+        self.client = client
+        self.may_write = may_write
+        self.events = events
+
+    def _fence(self, what: str) -> None:
+        if not self.may_write():
+            raise WriteError(f"not the leader: refusing to {what}")
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self._fence("bind")
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            self.client.post(pod_path(namespace, name, "binding"), body)
+        except ApiError as exc:
+            if exc.status == 409:
+                current = self._get_pod(namespace, name)
+                if current is not None and (current.get("spec") or {}).get("nodeName") == node \
+                        and (current.get("metadata") or {}).get("uid") == uid:
+                    return
+                raise WriteError(f"binding conflict: {exc.message}", conflict=True) from exc
+            if exc.status == 404:
+                raise WriteError(f"pod {namespace}/{name} not found", conflict=True) from exc
+            raise WriteError(f"binding failed: {exc}") from exc
+
+    def _get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            pod = self.client.get(pod_path(namespace, name))
+            return pod if isinstance(pod, dict) else None
+        except ApiError:
+            return None
+
+    def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
+                           labels: Mapping[str, str | None] | None = None,
+                           resource_version: str | None = None) -> None:
+        self._fence("patch pod metadata")
+        meta: dict[str, Any] = {}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if labels:
+            meta["labels"] = dict(labels)
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        try:
+            self.client.merge_patch(pod_path(namespace, name), {"metadata": meta})
+        except ApiError as exc:
+            raise WriteError(f"patching pod {namespace}/{name} failed: {exc}",
+                             conflict=exc.status in (404, 409)) from exc
+
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False) -> None:
+        """A merge patch of anything else (scheduling gates, status.nominatedNodeName)."""
+        self._fence("patch pod")
+        try:
+            self.client.merge_patch(pod_path(namespace, name, "status" if status else ""), dict(patch))
+        except ApiError as exc:
+            raise WriteError(f"patching pod {namespace}/{name} failed: {exc}",
+                             conflict=exc.status in (404, 409)) from exc
+
+    def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
+        self._fence("evict")
+        options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": options}
+        try:
+            self.client.post(pod_path(namespace, name, "eviction"), body)
+        except ApiError as exc:
+            if exc.status == 404:
+                return  # already gone: what eviction wanted
+            raise WriteError(f"evicting {namespace}/{name} failed: {exc}", conflict=exc.status in (409, 429)) from exc
+
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+        if self.events is not None and self.may_write():
+            self.events.record(obj, type_=type_, reason=reason, message=message)
