@@ -179,12 +179,29 @@ class Engine:
                 if pst.code is Code.ERROR:
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
                 outcome.nominated = nominated if pst.ok else None
+        if not feasible and not outcome.error and rejected:
+            self._explain_rejection(raw_pod, pod, rejected)
         self._count("filter", rejected, len(feasible))
         self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, rejected,
                                              outcome="error" if outcome.error else
                                              ("feasible" if feasible else "unschedulable"),
                                              error=outcome.error))
         return outcome
+
+    def _explain_rejection(self, raw_pod: Mapping[str, Any], pod: PodInfo, rejected: Mapping[str, Status]) -> None:
+        """An Event on the pod, in kube-scheduler's aggregated wording, when no node fits (the
+        writer aggregates repeats and rate-limits, so this is cheap to call every attempt)."""
+        counts: dict[str, int] = {}
+        for st in rejected.values():
+            for reason in st.reasons or (st.code.name,):
+                counts[reason] = counts.get(reason, 0) + 1
+        summary = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        message = (f"0/{len(rejected)} nodes are available to the extender: {summary}. "
+                   f"Details: /debug/pods/{pod.namespace}/{pod.name}")
+        try:
+            self.handle.writer.record_event(raw_pod, type_="Warning", reason="ExtenderFilterRejected", message=message)
+        except Exception:  # noqa: BLE001 - events are best effort
+            log.debug("event not recorded", exc_info=True)
 
     # ---- prioritize ---------------------------------------------------------------------------
 

@@ -159,3 +159,15 @@ def test_extender_rejects_node_names_it_does_not_know_as_unschedulable() -> None
     engine, _ = setup([])
     outcome = engine.filter(make_pod("p").req(gpu=1).obj(), ["n1", "mystery"])
     assert outcome.feasible == ["n1"] and outcome.failed == {"mystery": "node not in extender cache"}
+
+
+def test_a_pod_no_node_fits_gets_an_aggregated_event() -> None:
+    engine, cluster = setup([])
+    engine.filter(make_pod("fits").uid("u8").req(gpu=1).obj(), ["n1", "n2"])
+    assert list(cluster.events) == [], "no event while some node fits"
+    engine.filter(make_pod("big").uid("u9").req(gpu=5).obj(), ["n1", "n2", "ghost"])
+    (event,) = list(cluster.events)
+    assert event["reason"] == "ExtenderFilterRejected" and event["type"] == "Warning"
+    assert event["object"] == "default/big"
+    assert event["message"].startswith("0/3 nodes are available to the extender: 2 node(s) had too little "
+                                       "allocatable example.com/gpu, 1 node not in extender cache.")

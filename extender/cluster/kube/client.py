@@ -115,20 +115,31 @@ class KubeClient:
             if not token:
                 return items, rv
 
-    def watch(self, path: str, *, resource_version: str, timeout_seconds: int,
-              **query: Any) -> Iterator[dict[str, Any]]:
-        """Stream watch events (``{"type", "object"}``) until the server ends the stream. A 410
-        arrives as an ``ERROR`` event; a non-2xx answer raises ApiError. ``close()`` the returned
-        generator to stop early."""
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int, **query: Any) -> WatchStream:
+        """Open a watch; iterate the returned stream for events (``{"type", "object"}``) until the
+        server ends it. A 410 arrives as an ``ERROR`` event; a non-2xx answer raises ApiError.
+        ``close()`` (from any thread) ends the iteration."""
         response = self._send("GET", path, query={"watch": "true", "resourceVersion": resource_version,
                                                   "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "true",
                                                   **query}, timeout=(10.0, timeout_seconds + 30.0))
-        raw = response.response
+        if not 200 <= response.status < 300:
+            data = response.response.read()
+            response.response.release_conn()
+            raise _error_of(response.status, data)
+        return WatchStream(response.response)
+
+
+class WatchStream:
+    """The events of one watch response, decoded line by line."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
         try:
-            if not 200 <= response.status < 300:
-                raise _error_of(response.status, raw.read())
-            buffer = b""
-            for chunk in raw.stream(65536, decode_content=True):
+            for chunk in self._raw.stream(65536, decode_content=True):
                 buffer += chunk
                 while True:
                     line, sep, rest = buffer.partition(b"\n")
@@ -137,7 +148,30 @@ class KubeClient:
                     buffer = rest
                     if line.strip():
                         yield orjson.loads(line)
-            if buffer.strip():
+            if buffer.strip() and not self._closed:
                 yield orjson.loads(buffer)
+        except Exception:
+            if self._closed:
+                return
+            raise
         finally:
-            raw.release_conn()
+            self.close()
+
+    def close(self) -> None:
+        """Stop reading: shuts the socket down so a blocked read in another thread returns."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            sock = getattr(getattr(self._raw, "_fp", None), "fp", None)
+            raw_sock = getattr(sock, "raw", None)
+            inner = getattr(raw_sock, "_sock", None)
+            if inner is not None:
+                import socket
+                inner.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._raw.close()
+        except Exception:  # noqa: BLE001 - closing a response another thread reads may race
+            pass

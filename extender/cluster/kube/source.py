@@ -112,7 +112,7 @@ class KubeSource:
             getattr(self.metrics, metric).labels(kind=kind, **labels).inc(n)
 
     def _run(self, kind: str) -> None:
-        rv = ""
+        rv = self.last_resource_version.get(kind, "")  # a restarted source resumes where it stopped
         failures = 0
         while not self._stop.is_set():
             try:
@@ -167,7 +167,7 @@ class KubeSource:
         with self._lock:
             self._streams[kind] = stream
         try:
-            for event in stream:
+            for event in iter(stream):
                 if self._stop.is_set():
                     break
                 etype = event.get("type")
@@ -198,10 +198,10 @@ class KubeSource:
         if not isinstance(meta, dict):
             return None
         name = meta.get("name")
-        key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
         if not isinstance(name, str):
             self._count("skipped", kind)
             return None
+        key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
         known = self._known[kind]
         try:
             if etype == "DELETED":

@@ -188,11 +188,13 @@ def field_value(obj: Mapping[str, Any], name: str) -> str:
     """The string value of a dotted field as compared by field selectors."""
     cur: Any = obj
     for part in name.split("."):
-        if not isinstance(cur, Mapping):
+        if type(cur) is not dict and not isinstance(cur, Mapping):
             return _FIELD_DEFAULTS.get(name, "")
         cur = cur.get(part)
         if cur is None:
             return _FIELD_DEFAULTS.get(name, "")
+    if type(cur) is str:
+        return cur
     if name == "source" and isinstance(cur, Mapping):  # core Event: source -> source.component
         return str(cur.get("component", ""))
     if isinstance(cur, bool):

@@ -290,6 +290,10 @@ class Strategy:
     def __init__(self, rt: ResourceType) -> None:
         self.rt = rt
 
+    # -- schema defaulting: applied to every write, direct test writes included
+    def default(self, obj: dict[str, Any]) -> None:
+        """Apply the defaults a real decoder applies to every incoming object."""
+
     # -- create
     def prepare_for_create(self, obj: dict[str, Any], view: AdmissionView) -> None:
         if self.rt.crd and self.rt.status_subresource:
@@ -415,6 +419,11 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
 
 
 class _PodStrategy(Strategy):
+    def default(self, obj: dict[str, Any]) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            default_pod_spec(spec)
+
     def prepare_for_create(self, obj: dict[str, Any], view: AdmissionView) -> None:
         spec = obj.setdefault("spec", {})
         default_pod_spec(spec)
@@ -508,16 +517,12 @@ class _PodStrategy(Strategy):
                 errs.append((f"spec.schedulingGates[{i}].name", "FieldValueRequired", "Required value"))
         return errs
 
-    def prepare_for_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
-        super().prepare_for_update(new, old)
-        spec = new.get("spec")
-        if isinstance(spec, dict):
-            default_pod_spec(spec)
-
     def validate_update(self, new: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
         errs: list[FieldError] = []
         nspec: dict[str, Any] = clone(new.get("spec") or {})
         ospec: dict[str, Any] = clone(old.get("spec") or {})
+        default_pod_spec(nspec)
+        default_pod_spec(ospec)  # objects seeded by direct writes may predate defaulting
         old_gates = [g.get("name") for g in ospec.get("schedulingGates") or []]
         new_gates = [g.get("name") for g in nspec.get("schedulingGates") or []]
         for g in new_gates:

@@ -1,0 +1,339 @@
+"""kube-extender against the fake API server, through the real `kubernetes` client: list+watch,
+Binding and annotations, restarts in the middle of binds, dropped watches, API failures,
+leader election with fencing, orphan collection and events."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+from builders import GPU, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.kube.client import KubeClient
+from extender.cluster.kube.events import EventRecorder
+from extender.cluster.kube.leader import LeaderElector
+from extender.cluster.kube.source import KubeSource, PodFilter
+from extender.cluster.kube.writer import KubeWriter
+from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
+from extender.metrics import Metrics
+from extender.testing.fakeapi import FakeApiServer
+
+ANNOTATION = "kube-extender.io/allocation"
+
+
+def node(name: str, gpus: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", **make_node(name).alloc(gpu=gpus).obj()}
+
+
+def pod(name: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
+    b = make_pod(name).uid(f"ignored-{name}")
+    if gpus:
+        b = b.req(gpu=gpus)
+    else:
+        b = b.req(cpu="1")
+    obj = {"apiVersion": "v1", "kind": "Pod", **b.obj()}
+    del obj["metadata"]["uid"]  # the API server assigns it
+    obj["metadata"].update(kw)
+    return obj
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    for n, g in (("n1", 4), ("n2", 2)):
+        server.create(node(n, g))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class Extender:
+    """One extender process: its app, source, writer and (optionally) leader elector."""
+
+    def __init__(self, api: FakeApiServer, *, clock: FakeClock | None = None, ttl: str = "30s",
+                 leader: LeaderElector | None = None, events: bool = False) -> None:
+        self.client = KubeClient(api.api_client())
+        self.metrics = Metrics()
+        self.leader = leader
+        self.events = EventRecorder(self.client) if events else None
+        may_write = leader.is_leader if leader is not None else (lambda: True)
+        self.writer = KubeWriter(self.client, may_write=may_write, events=self.events)
+        config = config_of(cache={"assumedPodTTL": ttl, "orphanCollectionInterval": "0s"})
+        self.source = KubeSource(self.client, PodFilter(config.managed_names, config.annotation_prefix),
+                                 metrics=self.metrics, watch_timeout=30)
+        self.app = create_app(config, source=self.source, writer=self.writer, clock=clock, leader=leader,
+                              metrics=self.metrics, background=False)
+        self.state = self.app.extensions["kube_extender"]
+        self.engine = self.state.engine
+        assert self.source.wait_synced(10)
+
+    def used(self, node_name: str) -> int:
+        info = self.state.cache.snapshot().get(node_name)
+        return info.requested.get(GPU, 0) // 1000 if info else 0
+
+    def stop(self) -> None:
+        self.source.stop()
+
+
+def uid(api: FakeApiServer, name: str) -> str:
+    return api.get("Pod", "default", name)["metadata"]["uid"]
+
+
+def test_follows_only_pods_that_matter_and_strips_managed_fields(api: FakeApiServer) -> None:
+    api.create(pod("gpu-a", 1, managedFields=[{"manager": "kubectl"}]))
+    api.create(pod("cpu-only", 0))
+    ext = Extender(api)
+    try:
+        assert ext.app.test_client().get("/readyz").status_code == 200
+        pending = {p.name for p in ext.state.cache.pending_pods()}
+        assert pending == {"gpu-a"}
+        assert "managedFields" not in ext.state.cache.pending_pod("default", "gpu-a").raw["metadata"]
+        api.create(pod("gpu-b", 2))
+        wait_for(lambda: ext.state.cache.pending_pod("default", "gpu-b"), what="watch delivers the new pod")
+    finally:
+        ext.stop()
+
+
+def test_bind_writes_annotation_then_binding_and_the_watch_confirms(api: FakeApiServer) -> None:
+    api.create(pod("p", 3))
+    ext = Extender(api)
+    try:
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == ""
+        stored = api.get("Pod", "default", "p")
+        assert stored["spec"]["nodeName"] == "n1"
+        alloc = json.loads(stored["metadata"]["annotations"][ANNOTATION])
+        assert alloc["node"] == "n1" and alloc["resources"] == {GPU: "3"}
+        writes = [r.method + " " + r.path for r in api.requests() if r.method in ("POST", "PATCH", "PUT")]
+        assert writes.index("PATCH /api/v1/namespaces/default/pods/p") < \
+            writes.index("POST /api/v1/namespaces/default/pods/p/binding"), "the ledger is written first"
+        wait_for(lambda: not ext.state.cache.is_assumed(uid(api, "p")), what="the watch confirms the binding")
+        assert ext.used("n1") == 3
+    finally:
+        ext.stop()
+
+
+@pytest.mark.parametrize("status", [500, 409])
+def test_binding_failure_is_a_clear_error_and_releases_the_reservation(api: FakeApiServer, status: int) -> None:
+    api.create(pod("p", 3))
+    ext = Extender(api)
+    try:
+        api.fail_next("POST", r"/pods/p/binding$", status=status, message="injected")
+        error = ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        assert "bind failed" in error and ("conflict" if status == 409 else "binding failed") in error
+        assert ext.used("n1") == 0 and ext.state.cache.sizes()["assumed_pods"] == 0
+        assert api.get("Pod", "default", "p")["spec"].get("nodeName") is None
+    finally:
+        ext.stop()
+
+
+def test_bound_elsewhere_is_a_conflict_and_same_node_is_success(api: FakeApiServer) -> None:
+    api.create(pod("p", 1))
+    api.create(pod("q", 1))
+    ext = Extender(api)
+    try:
+        p_uid, q_uid = uid(api, "p"), uid(api, "q")
+        api.bind("default", "p", "n2")  # someone else bound it; our cache may not know yet
+        ext.writer.bind("default", "p", p_uid, "n2")  # a retried bind to the same node succeeds
+        with pytest.raises(WriteError) as err:
+            ext.writer.bind("default", "p", p_uid, "n1")
+        assert err.value.conflict
+        with pytest.raises(WriteError) as err:
+            ext.writer.bind("default", "q", "not-the-uid", "n1")
+        assert err.value.conflict and api.get("Pod", "default", "q")["spec"].get("nodeName") is None
+        assert ext.engine.bind("default", "q", q_uid, "n1") == ""
+    finally:
+        ext.stop()
+
+
+def test_restart_in_the_middle_of_binds_allocates_nothing_twice_and_leaks_nothing(api: FakeApiServer) -> None:
+    for i in range(12):
+        api.create(pod(f"p{i}", 1))
+    clock = FakeClock(time.time())
+    first = Extender(api, clock=clock)
+    results: dict[str, str] = {}
+    try:
+        for i in range(3):
+            results[f"p{i}"] = first.engine.bind("default", f"p{i}", uid(api, f"p{i}"), "n1")
+        # the process dies after writing p3's allocation, before its Binding
+        api.disconnect_next("POST", r"/pods/p3/binding$")
+        results["p3"] = first.engine.bind("default", "p3", uid(api, "p3"), "n1")
+    finally:
+        first.stop()
+    assert [results[f"p{i}"] for i in range(3)] == ["", "", ""] and results["p3"]
+    assert ANNOTATION in api.get("Pod", "default", "p3")["metadata"]["annotations"]
+
+    second = Extender(api, clock=clock)
+    try:
+        assert second.used("n1") == 4, "3 bound + 1 reserved by the ledger: nothing is free on n1"
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def bind(name: str, node_name: str) -> None:
+            r = second.engine.bind("default", name, uid(api, name), node_name)
+            with lock:
+                outcomes.append(r)
+
+        threads = [threading.Thread(target=bind, args=(f"p{i}", "n1")) for i in range(4, 12)]
+        threads += [threading.Thread(target=bind, args=(f"p{i}", "n2")) for i in range(4, 12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        pods = api.list("Pod", "default")
+        on = {n: sum(1 for p in pods if p["spec"].get("nodeName") == n) for n in ("n1", "n2")}
+        assert on == {"n1": 3, "n2": 2}, "n1 stays at 3 bound + p3's reservation; n2 takes exactly 2"
+        assert second.used("n1") == 4 and second.used("n2") == 2
+        # p3's reservation is an orphan once its TTL passes: released and its annotation removed
+        clock.advance(31)
+        assert second.engine.collect_orphans() == 1
+        assert second.used("n1") == 3
+        wait_for(lambda: ANNOTATION not in (api.get("Pod", "default", "p3")["metadata"].get("annotations") or {}),
+                 what="orphan annotation removed")
+        # and the capacity is usable again
+        free = next(p["metadata"]["name"] for p in api.list("Pod", "default")
+                    if not p["spec"].get("nodeName") and p["metadata"]["name"] != "p3")
+        assert second.engine.bind("default", free, uid(api, free), "n1") == ""
+    finally:
+        second.stop()
+
+
+def test_dropped_and_expired_watches_are_resumed_without_losing_events(api: FakeApiServer) -> None:
+    ext = Extender(api)
+    try:
+        api.wait_for_watchers(2)
+        api.drop_watches()
+        api.create(pod("after-drop", 1))
+        wait_for(lambda: ext.state.cache.pending_pod("default", "after-drop"), what="event after a dropped watch")
+        ext.source.stop()
+        api.create(pod("while-away", 1))
+        api.delete("Pod", "default", "after-drop")
+        api.compact()
+        ext.source._stop.clear()
+        ext.source._threads.clear()
+        ext.source.start(ext.state.cache)  # resumes from an expired resourceVersion: 410, relist
+        wait_for(lambda: ext.state.cache.pending_pod("default", "while-away"), what="relist after 410")
+        wait_for(lambda: ext.state.cache.pending_pod("default", "after-drop") is None, what="missed deletion")
+        text = ext.metrics.exposition().decode()
+        assert 'kube_extender_relists_total{kind="pod"}' in text
+    finally:
+        ext.stop()
+
+
+def test_api_errors_while_listing_back_off_and_recover(api: FakeApiServer) -> None:
+    api.create(pod("p", 1))
+    api.fail_next("GET", r"^/api/v1/pods$", status=500, count=2)
+    client = KubeClient(api.api_client())
+    metrics = Metrics()
+    source = KubeSource(client, PodFilter({GPU}, "kube-extender.io/"), metrics=metrics, watch_timeout=30)
+    app = create_app(config_of(), source=source, writer=KubeWriter(client), metrics=metrics, background=False)
+    try:
+        assert app.test_client().get("/readyz").status_code == 503
+        assert source.wait_synced(15)
+        assert app.test_client().get("/readyz").status_code == 200
+        assert 'kube_extender_watch_reconnects_total{kind="pod"} 2.0' in metrics.exposition().decode()
+    finally:
+        source.stop()
+
+
+def elector(api: FakeApiServer, identity: str, **timing: float) -> LeaderElector:
+    t = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2, **timing}
+    return LeaderElector(KubeClient(api.api_client()), name="kube-extender", namespace="default",
+                         identity=identity, **t)  # type: ignore[arg-type]
+
+
+def test_one_leader_failover_within_the_lease_and_the_deposed_never_writes(api: FakeApiServer) -> None:
+    api.create(pod("p", 1))
+    a, b = elector(api, "a"), elector(api, "b")
+    a.start()
+    wait_for(a.is_leader, what="a leads")
+    b.start()
+    ext_a, ext_b = Extender(api, leader=a), Extender(api, leader=b)
+    try:
+        time.sleep(0.5)
+        assert a.is_leader() and not b.is_leader()
+        body = {"Pod": api.get("Pod", "default", "p"), "NodeNames": ["n1"]}
+        assert ext_a.app.test_client().post("/scheduler/filter", json=body).status_code == 200
+        assert ext_b.app.test_client().post("/scheduler/filter", json=body).status_code == 503
+        assert ext_b.app.test_client().get("/readyz").status_code == 503
+        # a crashes (stops renewing, keeps nothing): it must stop writing before b can lead
+        a._stop.set()
+        crashed = time.monotonic()
+        a_stopped = wait_for(lambda: (not a.is_leader()) and time.monotonic(), what="a fenced")
+        b_leads = wait_for(lambda: b.is_leader() and time.monotonic(), timeout=5, what="b takes over")
+        assert a_stopped < b_leads, "the deposed leader stops writing before anyone else can win"
+        assert b_leads - crashed < 1.5 + 1.0, "failover within the lease duration (plus one retry)"
+        assert b.term() == 2
+        with pytest.raises(WriteError, match="not the leader"):
+            ext_a.writer.bind("default", "p", uid(api, "p"), "n1")
+        assert ext_b.app.test_client().get("/readyz").status_code == 200
+        assert ext_b.engine.bind("default", "p", uid(api, "p"), "n1") == ""
+        alloc = json.loads(api.get("Pod", "default", "p")["metadata"]["annotations"][ANNOTATION])
+        assert alloc["term"] == 2, "allocations carry the writer's term"
+    finally:
+        b.stop()
+        ext_a.stop()
+        ext_b.stop()
+
+
+def test_lease_races_have_one_winner(api: FakeApiServer) -> None:
+    electors = [elector(api, f"e{i}") for i in range(4)]
+    barrier = threading.Barrier(len(electors))
+
+    def go(e: LeaderElector) -> None:
+        barrier.wait()
+        e.try_acquire_or_renew()
+
+    threads = [threading.Thread(target=go, args=(e,)) for e in electors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(e.is_leader() for e in electors) == 1
+    holder = api.get("Lease", "default", "kube-extender")["spec"]["holderIdentity"]
+    assert [e.identity for e in electors if e.is_leader()] == [holder]
+
+
+def test_clean_shutdown_releases_the_lease(api: FakeApiServer) -> None:
+    a, b = elector(api, "a"), elector(api, "b", lease_duration=30, renew_deadline=20, retry_period=0.2)
+    a.start()
+    wait_for(a.is_leader, what="a leads")
+    b.start()
+    a.stop(release=True)
+    wait_for(b.is_leader, timeout=3, what="b leads at once after a released (not after 30 s)")
+    b.stop()
+
+
+def test_rejections_become_aggregated_events(api: FakeApiServer) -> None:
+    api.create(pod("huge", 8))
+    ext = Extender(api, events=True)
+    try:
+        raw = api.get("Pod", "default", "huge")
+        for _ in range(5):
+            ext.engine.filter(raw, ["n1", "n2"])
+        assert ext.events is not None
+        ext.events.flush()
+        listed = ext.client.get("/apis/events.k8s.io/v1/namespaces/default/events")["items"]
+        events = [e for e in listed if e.get("reason") == "ExtenderFilterRejected"]
+        assert len(events) == 1, "identical rejections are folded into one Event"
+        assert events[0]["regarding"]["name"] == "huge"
+        assert "2 node(s) had too little allocatable example.com/gpu" in events[0]["note"]
+    finally:
+        ext.stop()
