@@ -1,0 +1,120 @@
+"""`kube-extender serve --cluster kube --kubeconfig F` as real processes against the fake API
+server: it serves, binds through the API, and two replicas with leader election have exactly one
+leader answering the verbs while the other reports not ready; killing the leader hands over."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from test_kube import node, pod, wait_for
+
+from extender.testing.fakeapi import FakeApiServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def call(port: int, path: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method="POST" if data else "GET",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+    except OSError:
+        return 0, None
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
+    server.create(node("n1", 4))
+    server.create(pod("p", 2))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool) -> tuple[subprocess.Popen[bytes], int]:
+    kubeconfig = api.kubeconfig(tmp_path / f"{name}.kubeconfig")
+    config = tmp_path / f"{name}.yaml"
+    config.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"
+                      f"leaderElection: {{enabled: {str(leader_election).lower()}, leaseDuration: 3s, "
+                      "renewDeadline: 2s, retryPeriod: 500ms}\n")
+    port = free_port()
+    exe = Path(sys.executable).parent / "kube-extender"
+    proc = subprocess.Popen([str(exe), "serve", "--cluster", "kube", "--kubeconfig", str(kubeconfig),
+                             "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "wb"))
+    return proc, port
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_serve_against_the_api_server_binds_for_real(api: FakeApiServer, tmp_path: Path) -> None:
+    proc, port = serve(api, tmp_path, "single", leader_election=False)
+    try:
+        wait_for(lambda: call(port, "/readyz")[0] == 200, timeout=20, what="ready")
+        the_pod = api.get("Pod", "default", "p")
+        status, reply = call(port, "/scheduler/filter", {"Pod": the_pod, "Nodes": None, "NodeNames": ["n1"]})
+        assert (status, reply["NodeNames"]) == (200, ["n1"])
+        status, reply = call(port, "/scheduler/bind", {"PodName": "p", "PodNamespace": "default",
+                                                       "PodUID": the_pod["metadata"]["uid"], "Node": "n1"})
+        assert (status, reply) == (200, {"Error": ""})
+        assert api.get("Pod", "default", "p")["spec"]["nodeName"] == "n1"
+        status, snap = call(port, "/debug/snapshot?node=n1")
+        assert snap["nodes"][0]["allocated"] == {"example.com/gpu": "2"}
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_two_replicas_one_leader_and_failover(api: FakeApiServer, tmp_path: Path) -> None:
+    a, port_a = serve(api, tmp_path, "a", leader_election=True)
+    b, port_b = serve(api, tmp_path, "b", leader_election=True)
+    try:
+        def readiness() -> tuple[int, int]:
+            return call(port_a, "/readyz")[0], call(port_b, "/readyz")[0]
+
+        states = wait_for(lambda: (s := readiness()) in ((200, 503), (503, 200)) and s, timeout=20,
+                          what="one ready leader and one follower")
+        leader, follower = (a, b) if states == (200, 503) else (b, a)
+        leader_port, follower_port = (port_a, port_b) if leader is a else (port_b, port_a)
+        body = {"Pod": api.get("Pod", "default", "p"), "Nodes": None, "NodeNames": ["n1"]}
+        assert call(leader_port, "/scheduler/filter", body)[0] == 200
+        assert call(follower_port, "/scheduler/filter", body)[0] == 503
+        stop(leader, signal.SIGKILL)  # a crash: no clean release of the lease
+        killed = time.monotonic()
+        wait_for(lambda: call(follower_port, "/readyz")[0] == 200, timeout=10, what="failover")
+        assert time.monotonic() - killed < 3 + 2, "within the lease duration plus a couple of retries"
+        assert call(follower_port, "/scheduler/filter", body)[0] == 200
+    finally:
+        stop(a)
+        stop(b)
