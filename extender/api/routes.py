@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api import schemas, wire
 from extender.framework.resources import format_milli
@@ -62,6 +62,16 @@ def _pod_label(body: Any) -> str:
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
     prefix = settings.path_prefix.rstrip("/")
 
+    def read_body() -> bytes:
+        """The request body. Werkzeug stops silently at MAX_CONTENT_LENGTH when there is no
+        Content-Length (a chunked upload): a body that reaches the limit is too large, not
+        truncated JSON."""
+        data = request.get_data()
+        limit = app.config.get("MAX_CONTENT_LENGTH")
+        if request.content_length is None and limit and len(data) >= limit:
+            raise RequestEntityTooLarge()
+        return data
+
     def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> None:
         """One log line and the metrics of one request. ``outcome`` is a small fixed set (it is a
         metric label): ok, feasible, unschedulable, candidates, none, bound, error."""
@@ -77,7 +87,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     def verb_filter() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(request.get_data())
+        body = wire.decode(read_body())
         args = wire.load(_FILTER_ARGS, body)
         names = wire.node_names_of(args)
         pod = _pod_label(args)
@@ -96,7 +106,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     def verb_prioritize() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(request.get_data())
+        body = wire.decode(read_body())
         args = wire.load(_FILTER_ARGS, body)
         names = wire.node_names_of(args)
         pod = _pod_label(args)
@@ -113,7 +123,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     def verb_preempt() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(request.get_data())
+        body = wire.decode(read_body())
         args = wire.load(_PREEMPT_ARGS, body)
         candidates = wire.preempt_candidates(args)
         pod = _pod_label(args)
@@ -130,7 +140,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     def verb_bind() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(request.get_data())
+        body = wire.decode(read_body())
         args = wire.load(_BIND_ARGS, body)
         pod = f"{args['PodNamespace'] or 'default'}/{args['PodName']}"
         try:

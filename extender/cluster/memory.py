@@ -196,9 +196,12 @@ class MemoryCluster:
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
-                           resource_version: str | None = None) -> None:
+                           resource_version: str | None = None, uid: str | None = None) -> None:
         with self._lock:
             pod = self._pod_for_write(namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise WriteError(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                 f"{pod['metadata'].get('uid')}", conflict=True)
             if resource_version is not None and pod["metadata"].get("resourceVersion") != resource_version:
                 raise WriteError(f"the object has been modified (resourceVersion {resource_version} is stale)",
                                  conflict=True)

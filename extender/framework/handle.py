@@ -31,9 +31,9 @@ class ClusterWriter(Protocol):
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
-                           resource_version: str | None = None) -> None:
-        """Merge-patch annotations/labels (None deletes a key), with an optional resourceVersion
-        precondition."""
+                           resource_version: str | None = None, uid: str | None = None) -> None:
+        """Merge-patch annotations/labels (None deletes a key), with optional resourceVersion and
+        UID preconditions (a conflict WriteError when the pod changed or was re-created)."""
 
     def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
         """Evict the pod through the Eviction API (PodDisruptionBudgets honoured)."""

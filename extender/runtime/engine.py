@@ -294,15 +294,15 @@ class Engine:
     def _find_pod(self, namespace: str, name: str, uid: str) -> PodInfo | str:
         key = pod_key(namespace, name)
         pending = self.cache.pending_pod(namespace, name)
-        if pending is not None and pending.uid == uid:
-            return pending
+        if pending is not None:
+            if pending.uid == uid:
+                return pending
+            return (f"pod {key} has UID {pending.uid}, not {uid}: it was deleted and re-created; "
+                    "refusing to bind the new pod")
         with self._seen_lock:
             seen = self._seen.get(uid)
         if seen is not None and seen.key == key:
             return seen
-        if pending is not None:
-            return (f"pod {key} has UID {pending.uid}, not {uid}: it was deleted and re-created; "
-                    "refusing to bind the new pod")
         return f"pod {key} (UID {uid}) is not known to the extender"
 
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
@@ -367,7 +367,7 @@ class Engine:
             return Status()
         try:
             self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=annotations,
-                                                  resource_version=pod.resource_version or None)
+                                                  resource_version=pod.resource_version or None, uid=pod.uid)
         except WriteError as exc:
             return Status(Code.ERROR, (f"recording the allocation failed: {exc}",), plugin="ledger", error=exc)
         return Status()
@@ -385,7 +385,8 @@ class Engine:
                 continue
             try:
                 self.handle.writer.patch_pod_metadata(gone.namespace, gone.name, annotations={annotation: None},
-                                                      resource_version=current.resource_version or None)
+                                                      resource_version=current.resource_version or None,
+                                                      uid=current.uid)
             except WriteError as exc:
                 log.warning("orphan allocation not removed", extra={"pod": gone.key, "error": str(exc)})
                 continue

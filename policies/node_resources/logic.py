@@ -81,7 +81,8 @@ def allocation_score(requests: Mapping[str, int], allocatable: Mapping[str, int]
                      weights: Mapping[str, int], most_allocated: bool) -> int:
     """0..100: how full (MostAllocated, binpack) or how empty (LeastAllocated, spread) the node
     would be with the pod on it, averaged over the requested resources by weight. Resources the
-    pod does not request, or the node does not offer, do not count; no counted resource -> 0."""
+    pod does not request, or the node does not offer, do not count; no counted resource -> 0; a
+    node where the pod does not fit scores 0."""
     total = 0
     weight_sum = 0
     for resource, need in requests.items():
@@ -89,7 +90,9 @@ def allocation_score(requests: Mapping[str, int], allocatable: Mapping[str, int]
         alloc = allocatable.get(resource, 0)
         if need <= 0 or weight <= 0 or alloc <= 0:
             continue
-        used = min(requested.get(resource, 0) + need, alloc)
+        used = requested.get(resource, 0) + need
+        if used > alloc:
+            return 0
         share = used * MAX_SCORE // alloc if most_allocated else (alloc - used) * MAX_SCORE // alloc
         total += share * weight
         weight_sum += weight

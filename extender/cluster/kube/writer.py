@@ -4,7 +4,8 @@
   precondition). A 409 is looked into: already bound to the same node is success (a retried bind
   whose first reply was lost); bound elsewhere or a different UID is a conflict.
 * ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
-  which the API server treats as a precondition (409 when stale).
+  which the API server treats as a precondition (409 when stale); so is the UID (immutable: a
+  re-created pod with the same name rejects the patch).
 * ``evict``: POST ``pods/<name>/eviction`` (policy/v1) with a UID precondition and the grace
   period; 429 means a PodDisruptionBudget forbids it now.
 * ``record_event``: handed to the EventRecorder (aggregated, rate-limited, never blocks).
@@ -66,9 +67,9 @@ class KubeWriter:
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
-                           resource_version: str | None = None) -> None:
+                           resource_version: str | None = None, uid: str | None = None) -> None:
         self._fence("patch pod metadata")
-        meta: dict[str, Any] = {}
+        meta: dict[str, Any] = {"uid": uid} if uid else {}  # uid is immutable: a mismatch is rejected
         if annotations:
             meta["annotations"] = dict(annotations)
         if labels:
@@ -79,7 +80,7 @@ class KubeWriter:
             self.client.merge_patch(pod_path(namespace, name), {"metadata": meta})
         except ApiError as exc:
             raise WriteError(f"patching pod {namespace}/{name} failed: {exc}",
-                             conflict=exc.status in (404, 409)) from exc
+                             conflict=exc.status in (404, 409, 422)) from exc
 
     def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False) -> None:
         """A merge patch of anything else (scheduling gates, status.nominatedNodeName)."""

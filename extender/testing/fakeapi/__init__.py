@@ -62,7 +62,11 @@ Emulated (faithfully, because clients depend on it)
   ready). Violations -> 429 ``TooManyRequests`` "Cannot evict pod as it would violate the pod's
   disruption budget."; more than one PDB -> 500; Pending/terminal pods are evicted regardless;
   ``unhealthyPodEvictionPolicy`` honoured. Success deletes with the eviction's DeleteOptions and
-  answers 201 Status Success. PDB ``status`` is only written by :meth:`FakeApiServer.sync_pdb_status`.
+  answers 201 Status Success; like the real eviction REST it records the pod in the PDB's
+  ``status.disruptedPods`` (and decrements ``disruptionsAllowed``). Recorded pods count as
+  expected-but-unhealthy until :meth:`FakeApiServer.sync_pdb_status` (an instant disruption
+  controller, the only other writer of PDB status) sees they are gone — so a bare-pod budget
+  behaves like one over a workload whose controller is recreating the evicted replica.
 * Leases: create/get/replace with optimistic concurrency (409 on stale resourceVersion);
   MicroTime fields parsed strictly (RFC 3339 with zone) and canonicalized.
 * Errors are ``Status`` objects with the real reasons/codes; malformed bodies are 400.

@@ -127,6 +127,9 @@ class Watcher:
         self.label = None if label is None or label.empty else label
         self.field = None if field is None or field.empty else field
         self.queue_limit = queue_limit
+        #: items queued while registering (initial state / replay) do not count against the limit
+        self.initial_backlog = 0
+        self.registering = True
         self._cond = threading.Condition(threading.Lock())
         self._items: deque[_Item] = deque()
         #: why the watch is ending: None (open), "drop", "abort", "stop", "overflow", "error", "removed"
@@ -148,8 +151,9 @@ class Watcher:
         with self._cond:
             if self.closed is not None:
                 return
-            if self.queue_limit is not None and len(self._items) >= self.queue_limit:
-                self.closed = "overflow"
+            if (self.queue_limit is not None and not self.registering
+                    and len(self._items) >= self.queue_limit + self.initial_backlog):
+                self.closed = "overflow"  # a consumer too slow for live events is cut off, as by the real cacher
             else:
                 self._items.append(item)
             self._cond.notify()
@@ -1126,6 +1130,8 @@ class Store(AdmissionView):
                 for ev in self._history:
                     if ev.rv > rv and ev.key == rt.key:
                         w.offer(ev)
+            w.initial_backlog = w.pending()
+            w.registering = False
             self._watchers.setdefault(rt.key, set()).add(w)
             return w
 
