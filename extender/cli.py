@@ -67,6 +67,8 @@ def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str,
     if e.prioritize_verb:
         entry["weight"] = e.weight
     entry["enableHTTPS"] = (url or e.url_prefix).startswith("https://")
+    if e.tls_config:
+        entry["tlsConfig"] = dict(e.tls_config)
     entry["httpTimeout"] = _go_duration(e.http_timeout)
     entry["nodeCacheCapable"] = e.node_cache_capable
     entry["ignorable"] = e.ignorable
@@ -130,8 +132,10 @@ def _serve(args: argparse.Namespace) -> int:
         source = MemoryCluster.from_file(cluster_file) if cluster_file else MemoryCluster.demo()
         return create_app(config, source=source)
 
+    tls = config.server.tls
     ExtenderServer(factory, host=config.server.host, port=config.server.port, threads=config.server.threads,
-                   log_level=config.server.log_level).run()
+                   log_level=config.server.log_level, cert_file=tls.cert_file, key_file=tls.key_file,
+                   client_ca_file=tls.client_ca_file).run()
     return 0
 
 

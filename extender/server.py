@@ -4,6 +4,7 @@ Permit do not block filter and prioritize."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any, Callable
 
 from flask import Flask
@@ -12,8 +13,14 @@ from gunicorn.app.base import BaseApplication
 
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, app_factory: Callable[[], Flask], *, host: str, port: int, threads: int,
-                 log_level: str = "info", extra: dict[str, Any] | None = None) -> None:
+                 log_level: str = "info", cert_file: str = "", key_file: str = "", client_ca_file: str = "",
+                 extra: dict[str, Any] | None = None) -> None:
         self.app_factory = app_factory
+        tls: dict[str, Any] = {}
+        if cert_file:
+            tls = {"certfile": cert_file, "keyfile": key_file}
+            if client_ca_file:
+                tls.update(ca_certs=client_ca_file, cert_reqs=ssl.CERT_REQUIRED)
         self.options = {
             "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             "workers": 1,
@@ -25,6 +32,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "loglevel": log_level,
             "accesslog": None,
             "preload_app": False,
+            **tls,
             **(extra or {}),
         }
         super().__init__()

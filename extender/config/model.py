@@ -17,6 +17,7 @@ Example (every key optional; these are the defaults)::
       httpTimeout: 5s                  # Permit waits are budgeted below this
       nodeCacheCapable: true
       ignorable: false
+      tlsConfig: {}                    # kube-scheduler's side: caFile, certFile, keyFile, serverName
     server:
       host: 127.0.0.1
       port: 8888
@@ -25,6 +26,7 @@ Example (every key optional; these are the defaults)::
       maxRequestBytes: 64Mi
       logLevel: info                   # debug | info | warning | error
       logFormat: logfmt                # logfmt | json
+      tls: {certFile: "", keyFile: "", clientCAFile: ""}   # HTTPS; clientCAFile: require client certs
     cache:
       assumedPodTTL: 30s               # 0 = assumed pods never expire
       orphanCollectionInterval: 10s    # how often expired reservations are released and cleaned
@@ -161,6 +163,23 @@ class _ManagedResource(_Strict):
             raise ValidationError(problem, "name")
 
 
+class _SchedulerTls(_Strict):
+    """kube-scheduler's ``tlsConfig`` for calling this extender (paths on the scheduler's side)."""
+
+    caFile = fields.String(load_default="")
+    certFile = fields.String(load_default="")
+    keyFile = fields.String(load_default="")
+    serverName = fields.String(load_default="")
+    insecure = fields.Boolean(load_default=False)
+
+    @validates_schema
+    def check(self, data: dict[str, Any], **_: Any) -> None:
+        if data.get("insecure") and data.get("caFile"):
+            raise ValidationError("kube-scheduler refuses a CA together with insecure", "insecure")
+        if bool(data.get("certFile")) != bool(data.get("keyFile")):
+            raise ValidationError("certFile and keyFile go together", "keyFile")
+
+
 class _Extender(_Strict):
     urlPrefix = fields.String(load_default="")
     filterVerb = fields.String(load_default="filter")
@@ -171,6 +190,7 @@ class _Extender(_Strict):
     httpTimeout = Duration(load_default=5.0)
     nodeCacheCapable = fields.Boolean(load_default=True)
     ignorable = fields.Boolean(load_default=False)
+    tlsConfig = fields.Nested(_SchedulerTls, load_default=dict)
 
     @validates_schema
     def check(self, data: dict[str, Any], **_: Any) -> None:
@@ -182,6 +202,20 @@ class _Extender(_Strict):
             raise ValidationError("must be positive (kube-scheduler treats 0 as 5s; say 5s)", "httpTimeout")
 
 
+class _Tls(_Strict):
+    certFile = fields.String(load_default="")
+    keyFile = fields.String(load_default="")
+    clientCAFile = fields.String(load_default="")
+    """When set, clients (kube-scheduler) must present a certificate signed by this CA."""
+
+    @validates_schema
+    def pair(self, data: dict[str, Any], **_: Any) -> None:
+        if bool(data.get("certFile")) != bool(data.get("keyFile")):
+            raise ValidationError("certFile and keyFile go together", "keyFile")
+        if data.get("clientCAFile") and not data.get("certFile"):
+            raise ValidationError("client verification needs certFile and keyFile", "clientCAFile")
+
+
 class _Server(_Strict):
     host = fields.String(load_default="127.0.0.1")
     port = fields.Integer(load_default=8888, strict=True, validate=validate.Range(min=1, max=65535))
@@ -191,6 +225,7 @@ class _Server(_Strict):
     maxRequestBytes = ByteSize(load_default=64 * 2**20)
     logLevel = fields.String(load_default="info", validate=validate.OneOf(["debug", "info", "warning", "error"]))
     logFormat = fields.String(load_default="logfmt", validate=validate.OneOf(["logfmt", "json"]))
+    tls = fields.Nested(_Tls, load_default=dict)
 
 
 class _Cache(_Strict):
@@ -311,6 +346,19 @@ class ExtenderLink:
     http_timeout: float = 5.0
     node_cache_capable: bool = True
     ignorable: bool = False
+    tls_config: Mapping[str, Any] = field(default_factory=dict)
+    """kube-scheduler's tlsConfig (only the keys that are set)."""
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    cert_file: str = ""
+    key_file: str = ""
+    client_ca_file: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert_file)
 
 
 @dataclass(frozen=True)
@@ -322,6 +370,7 @@ class ServerConfig:
     max_request_bytes: int = 64 * 2**20
     log_level: str = "info"
     log_format: str = "logfmt"
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(frozen=True)
@@ -374,7 +423,8 @@ class ExtenderConfig:
 
 
 def _default_url(server: ServerConfig) -> str:
-    return f"http://{server.host}:{server.port}{server.path_prefix}"
+    scheme = "https" if server.tls.enabled else "http"
+    return f"{scheme}://{server.host}:{server.port}{server.path_prefix}"
 
 
 def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -421,11 +471,12 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
         raise ConfigError(_flatten(exc.messages), source) from exc
     s = data["server"]
     server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
-                          s["logLevel"], s["logFormat"])
+                          s["logLevel"], s["logFormat"],
+                          TlsConfig(s["tls"]["certFile"], s["tls"]["keyFile"], s["tls"]["clientCAFile"]))
     e = data["extender"]
     link = ExtenderLink(e["urlPrefix"] or _default_url(server), e["filterVerb"], e["prioritizeVerb"],
                         e["preemptVerb"], e["bindVerb"], e["weight"], e["httpTimeout"], e["nodeCacheCapable"],
-                        e["ignorable"])
+                        e["ignorable"], {k: v for k, v in e["tlsConfig"].items() if v})
     le = data["leaderElection"]
     return ExtenderConfig(
         managed_resources=tuple(ManagedResource(r["name"], r["ignoredByScheduler"]) for r in data["managedResources"]),

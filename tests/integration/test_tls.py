@@ -1,0 +1,103 @@
+"""HTTPS serving with server.tls, and client-certificate verification with clientCAFile."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("pki")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=test-ca", cwd=d)
+    for name, cn in (("server", "127.0.0.1"), ("client", "kube-scheduler")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={cn}", cwd=d)
+        ext = d / f"{name}.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1\n" if name == "server" else "extendedKeyUsage=clientAuth\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", str(ext), cwd=d)
+    return d
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(pki: Path) -> Iterator[int]:
+    config = pki / "config.yaml"
+    config.write_text(f"""apiVersion: kube-extender.io/v1alpha1
+kind: ExtenderConfiguration
+server:
+  tls: {{certFile: {pki / 'server.crt'}, keyFile: {pki / 'server.key'}, clientCAFile: {pki / 'ca.crt'}}}
+""")
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "kube-extender"), "serve", "--config", str(config),
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def context(pki: Path, with_client_cert: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if with_client_cert:
+        ctx.load_cert_chain(str(pki / "client.crt"), str(pki / "client.key"))
+    return ctx
+
+
+@pytest.mark.slow
+def test_https_with_a_client_certificate(server: int, pki: Path) -> None:
+    with urllib.request.urlopen(f"https://127.0.0.1:{server}/healthz", context=context(pki, True), timeout=10) as r:
+        assert r.status == 200
+
+
+@pytest.mark.slow
+def test_a_client_without_certificate_is_refused(server: int, pki: Path) -> None:
+    with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError)):  # type: ignore[attr-defined]
+        with urllib.request.urlopen(f"https://127.0.0.1:{server}/healthz", context=context(pki, False),
+                                    timeout=10) as r:
+            r.read()
+
+
+def test_scheduler_stanza_carries_the_tls_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from extender.cli import main
+    f = tmp_path / "c.yaml"
+    f.write_text("""apiVersion: kube-extender.io/v1alpha1
+kind: ExtenderConfiguration
+extender: {urlPrefix: "https://ext.kube-system.svc:8443/scheduler",
+           tlsConfig: {caFile: /etc/ext/ca.crt, certFile: /etc/ext/tls.crt, keyFile: /etc/ext/tls.key}}
+""")
+    assert main(["config", "scheduler", "--config", str(f)]) == 0
+    entry = yaml.safe_load(capsys.readouterr().out)["extenders"][0]
+    assert entry["enableHTTPS"] is True
+    assert entry["tlsConfig"] == {"caFile": "/etc/ext/ca.crt", "certFile": "/etc/ext/tls.crt",
+                                  "keyFile": "/etc/ext/tls.key"}
