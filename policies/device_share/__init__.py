@@ -1,0 +1,1 @@
+"""DeviceShare: fractional sharing of accelerators at device level (memory, compute, whole devices)."""

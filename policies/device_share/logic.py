@@ -1,0 +1,272 @@
+"""Pure rules for sharing devices: inventories, usage, best-fit placement and victim choice.
+
+Units are exact integers: device memory in MiB, compute in percent of one device (100 = all of
+it). A container asks either for a *share* of one device (memory and/or compute, which must fit
+on a single device) or for *N whole devices* (exclusive). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+FULL_COMPUTE = 100
+
+
+class InventoryError(ValueError):
+    """A node's inventory annotation that cannot be used (the node is then treated as offering
+    no devices, and the problem is logged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: int
+    memory: int
+    compute: int = FULL_COMPUTE
+    healthy: bool = True
+
+
+def parse_inventory(text: str | None) -> tuple[Device, ...]:
+    """Parse ``{"devices": 4, "memoryMiB": 16384, "compute": 100, "unhealthy": [3]}`` (uniform)
+    or ``{"devices": [{"id": 0, "memoryMiB": 16384, "compute": 100}, ...], "unhealthy": [..]}``.
+    Absent text: no devices. Raises InventoryError naming the problem."""
+    if not text:
+        return ()
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InventoryError(f"not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise InventoryError("must be a JSON object")
+    unhealthy = doc.get("unhealthy") or []
+    if not isinstance(unhealthy, list) or not all(type(i) is int for i in unhealthy):
+        raise InventoryError("unhealthy must be a list of device ids")
+    spec = doc.get("devices")
+    devices: list[Device] = []
+    if type(spec) is int:
+        memory, compute = doc.get("memoryMiB"), doc.get("compute", FULL_COMPUTE)
+        if type(memory) is not int or memory <= 0 or type(compute) is not int or compute <= 0 or spec < 0:
+            raise InventoryError("uniform form needs devices >= 0, memoryMiB > 0 and compute > 0 (integers)")
+        devices = [Device(i, memory, compute, i not in unhealthy) for i in range(spec)]
+    elif isinstance(spec, list):
+        seen: set[int] = set()
+        for i, d in enumerate(spec):
+            if not isinstance(d, dict):
+                raise InventoryError(f"devices[{i}] must be an object")
+            dev_id, memory, compute = d.get("id", i), d.get("memoryMiB"), d.get("compute", FULL_COMPUTE)
+            if type(dev_id) is not int or dev_id in seen:
+                raise InventoryError(f"devices[{i}].id must be a unique integer")
+            if type(memory) is not int or memory <= 0 or type(compute) is not int or compute <= 0:
+                raise InventoryError(f"devices[{i}] needs memoryMiB > 0 and compute > 0 (integers)")
+            seen.add(dev_id)
+            devices.append(Device(dev_id, memory, compute, dev_id not in unhealthy and d.get("healthy", True) is True))
+    else:
+        raise InventoryError("devices must be a count or a list")
+    return tuple(devices)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One container's device request."""
+
+    container: str
+    memory: int = 0
+    compute: int = 0
+    count: int = 0
+    """Whole devices; when set, memory and compute are ignored (the devices are exclusive)."""
+
+    @property
+    def whole(self) -> bool:
+        return self.count > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one container got: device ids and the share of each."""
+
+    container: str
+    devices: tuple[int, ...]
+    memory: int
+    compute: int
+    exclusive: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"devices": list(self.devices), "memoryMiB": self.memory, "compute": self.compute,
+                "exclusive": self.exclusive}
+
+
+def grants_of(doc: Any) -> tuple[Grant, ...] | None:
+    """Read ``{"<container>": {"devices": [0], "memoryMiB": 8192, "compute": 50, ...}}``; None when
+    malformed."""
+    if not isinstance(doc, dict):
+        return None
+    out = []
+    try:
+        for name, g in doc.items():
+            devices = tuple(int(d) for d in g["devices"])
+            out.append(Grant(str(name), devices, int(g.get("memoryMiB", 0)), int(g.get("compute", 0)),
+                             bool(g.get("exclusive", False))))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tuple(out)
+
+
+@dataclass
+class Usage:
+    """Per-device use on one node: memory, compute, and whether a whole-device grant holds it."""
+
+    memory: dict[int, int] = field(default_factory=dict)
+    compute: dict[int, int] = field(default_factory=dict)
+    exclusive: set[int] = field(default_factory=set)
+    holders: dict[int, list[str]] = field(default_factory=dict)
+    """device id -> pod UIDs using it."""
+
+    def add(self, uid: str, grants: Iterable[Grant]) -> None:
+        for g in grants:
+            for d in g.devices:
+                self.memory[d] = self.memory.get(d, 0) + g.memory
+                self.compute[d] = self.compute.get(d, 0) + g.compute
+                if g.exclusive:
+                    self.exclusive.add(d)
+                holders = self.holders.setdefault(d, [])
+                if uid not in holders:
+                    holders.append(uid)
+
+    def free_memory(self, dev: Device) -> int:
+        return 0 if dev.id in self.exclusive or not dev.healthy else dev.memory - self.memory.get(dev.id, 0)
+
+    def free_compute(self, dev: Device) -> int:
+        return 0 if dev.id in self.exclusive or not dev.healthy else dev.compute - self.compute.get(dev.id, 0)
+
+    def idle(self, dev: Device) -> bool:
+        return dev.healthy and dev.id not in self.exclusive and not self.holders.get(dev.id)
+
+
+def _share_fits(ask: Ask, dev: Device, usage: Usage) -> bool:
+    return (dev.healthy and usage.free_memory(dev) >= ask.memory and usage.free_compute(dev) >= ask.compute)
+
+
+def place(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack: bool = True) -> tuple[Grant, ...] | None:
+    """Deterministic placement of every ask, or None if one does not fit. Shares go to the best
+    fit (binpack: the device with the least free memory that still fits; spread: the most), ties
+    to the lower id; whole-device asks take the lowest-numbered idle devices. Larger asks are
+    placed first so a small one does not break up a device a large one needed."""
+    work = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive), {k: list(v) for k, v in usage.holders.items()})
+    order = sorted(asks, key=lambda a: (-a.count, -a.memory, -a.compute, a.container))
+    grants: list[Grant] = []
+    for ask in order:
+        if ask.whole:
+            idle = [d for d in devices if work.idle(d)]
+            if len(idle) < ask.count:
+                return None
+            chosen = idle[:ask.count]
+            g = Grant(ask.container, tuple(d.id for d in chosen), 0, 0, exclusive=True)
+        else:
+            fitting = [d for d in devices if _share_fits(ask, d, work)]
+            if not fitting:
+                return None
+            sign = 1 if binpack else -1
+            best = min(fitting, key=lambda d: (sign * work.free_memory(d), sign * work.free_compute(d), d.id))
+            g = Grant(ask.container, (best.id,), ask.memory, ask.compute)
+        work.add("__placing__", [g])
+        grants.append(g)
+    by_name = {g.container: g for g in grants}
+    return tuple(by_name[a.container] for a in asks)
+
+
+def explain_misfit(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage) -> tuple[bool, str]:
+    """Why ``place`` failed: (could evictions help?, per-node detail). Evictions cannot help when
+    the ask does not fit even on the idle node (too large for any device, too many devices)."""
+    healthy = [d for d in devices if d.healthy]
+    if not healthy:
+        return False, "no healthy devices"
+    empty = Usage()
+    if place(asks, healthy, empty) is None:
+        biggest = max(d.memory for d in healthy)
+        for ask in asks:
+            if ask.whole and ask.count > len(healthy):
+                return False, f"container {ask.container} asks for {ask.count} whole devices; node has {len(healthy)} healthy"
+            if not ask.whole and ask.memory > biggest:
+                return False, f"container {ask.container} asks for {ask.memory} MiB; largest device has {biggest} MiB"
+        return False, "the containers' asks do not fit together even on the idle node"
+    for ask in asks:
+        if ask.whole:
+            idle = sum(1 for d in healthy if usage.idle(d))
+            if idle < ask.count:
+                return True, f"container {ask.container} needs {ask.count} idle devices; {idle} idle"
+        else:
+            largest = max(usage.free_memory(d) for d in healthy)
+            if largest < ask.memory:
+                total = sum(max(0, usage.free_memory(d)) for d in healthy)
+                frag = (f"; {total} MiB free in total across devices (fragmented)" if total >= ask.memory else "")
+                return True, f"no single device with {ask.memory} MiB free; largest free is {largest} MiB{frag}"
+            most = max(usage.free_compute(d) for d in healthy)
+            if most < ask.compute:
+                return True, f"no single device with {ask.compute}% compute free; most free is {most}%"
+    return True, "the containers' asks do not fit together on the free devices"
+
+
+def device_score(grants: Sequence[Grant], devices: Sequence[Device], usage: Usage, binpack: bool) -> int:
+    """0..100: how full the node's devices would be with the grants (binpack) or how empty (spread),
+    over the devices in use afterwards, by memory."""
+    by_id = {d.id: d for d in devices if d.healthy}
+    if not by_id:
+        return 0
+    after = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive), {})
+    after.add("__new__", grants)
+    total = sum(d.memory for d in by_id.values())
+    used = sum(d.memory if d.id in after.exclusive else min(d.memory, after.memory.get(d.id, 0))
+               for d in by_id.values())
+    share = used * 100 // total
+    return share if binpack else 100 - share
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A pod holding devices on the node, as a possible victim."""
+
+    uid: str
+    priority: int
+    start_time: str
+    grants: tuple[Grant, ...]
+
+
+def choose_victims(asks: Sequence[Ask], devices: Sequence[Device], holders: Sequence[Holder],
+                   preemptor_priority: int, required: Sequence[str] = ()) -> list[str] | None:
+    """The smallest set of lowest-priority holders whose eviction (on top of ``required``, the
+    victims kube-scheduler already chose) lets every ask fit; None if impossible. Never a holder
+    of equal or higher priority. Candidates are tried lowest priority first, then most recently
+    started (the least work lost); victims that turn out unnecessary are dropped again, most
+    important first. ``holders`` must be every pod holding devices on the node."""
+    by_uid = {h.uid: h for h in holders}
+
+    def fits_without(gone: set[str]) -> bool:
+        u = Usage()
+        for h in holders:
+            if h.uid not in gone:
+                u.add(h.uid, h.grants)
+        return place(asks, devices, u) is not None
+
+    base = {uid for uid in required if uid in by_uid}
+    if fits_without(base):
+        return []
+    order = sorted((h for h in holders if h.priority < preemptor_priority and h.uid not in base),
+                   key=lambda h: (h.priority, _reverse_time(h.start_time), h.uid))
+    chosen: list[str] = []
+    gone = set(base)
+    for h in order:
+        chosen.append(h.uid)
+        gone.add(h.uid)
+        if fits_without(gone):
+            for uid in sorted(chosen, key=lambda u: (-by_uid[u].priority, u)):
+                if fits_without(gone - {uid}):
+                    gone.discard(uid)
+                    chosen.remove(uid)
+            return chosen
+    return None
+
+
+def _reverse_time(ts: str) -> str:
+    """Sort key putting later start times first (ISO-8601 strings compare in time order)."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in ts) if ts else ""

@@ -1,0 +1,229 @@
+"""DeviceShare plugin: adapts ``logic`` to Filter, Score, Reserve/Unreserve, PreBind and the
+preempt verb.
+
+Device usage on a node is derived from the pods accounted there, in this order of trust: a
+reservation made by this process (Reserve, until the pod's annotation is seen), the pod's
+``<prefix>devices`` annotation, the ``devices`` entry of its allocation ledger annotation, and
+finally a deterministic placement of its asks (pods bound by someone else). It is memoized per
+(node, NodeInfo generation, reservation version), so a filter over 500 nodes does not recompute
+unchanged nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Sequence
+
+from extender.framework import ledger
+from extender.framework.cycle_state import CycleState
+from extender.framework.handle import Handle
+from extender.framework.interfaces import Victim
+from extender.framework.resources import QuantityError, milli
+from extender.framework.status import Status
+from extender.framework.views import NodeInfo, PodInfo
+from extender.runtime.registry import PluginSpec
+from policies._args import parser
+from policies.device_share import logic
+from policies.device_share.args import DeviceShareArgs, DeviceShareArgsSchema
+
+NAME = "DeviceShare"
+log = logging.getLogger(__name__)
+
+NodeDevices = tuple[tuple[logic.Device, ...], logic.Usage, list[logic.Holder]]
+
+
+class DeviceShare:
+    name = NAME
+
+    def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.inventory_key = handle.annotation_prefix + args.inventory_annotation
+        self.devices_key = handle.annotation_prefix + "devices"
+        self._lock = threading.Lock()
+        self._reserved: dict[str, tuple[str, tuple[logic.Grant, ...]]] = {}
+        self._version = 0
+        self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
+        self._bad_inventory: set[str] = set()
+
+    # ---- reading pods and nodes -------------------------------------------------------------
+
+    def asks_of(self, pod: PodInfo) -> tuple[logic.Ask, ...]:
+        """Per-container asks from requests (a limit stands in for a missing request)."""
+        a = self.args
+        out = []
+        for c in (pod.raw.get("spec") or {}).get("containers") or ():
+            res = c.get("resources") or {}
+            merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+            values = [merged.get(r) for r in (a.memory_resource, a.compute_resource, a.count_resource)]
+            if all(v is None for v in values):
+                continue
+            memory, compute, count = (milli(v) // 1000 if v is not None else 0 for v in values)
+            if memory or compute or count:
+                out.append(logic.Ask(str(c.get("name", "")), memory, compute, count))
+        return tuple(out)
+
+    def _asks(self, state: CycleState, pod: PodInfo) -> tuple[logic.Ask, ...]:
+        key = f"{NAME}/asks"
+        asks = state.get(key)
+        if asks is None:
+            asks = self.asks_of(pod)
+            state.write(key, asks)
+        return asks  # type: ignore[no-any-return]
+
+    def inventory(self, node: NodeInfo) -> tuple[logic.Device, ...]:
+        try:
+            return logic.parse_inventory(node.annotations.get(self.inventory_key))
+        except logic.InventoryError as exc:
+            if node.name not in self._bad_inventory:
+                self._bad_inventory.add(node.name)
+                log.warning("ignoring a malformed device inventory", extra={"node": node.name, "error": str(exc)})
+            return ()
+
+    def _grants_of(self, pod: PodInfo, node_name: str) -> tuple[logic.Grant, ...] | None:
+        reserved = self._reserved.get(pod.uid)
+        if reserved is not None and reserved[0] == node_name:
+            return reserved[1]
+        text = pod.annotations.get(self.devices_key)
+        if text:
+            try:
+                doc = json.loads(text)
+                if doc.get("node") == node_name:
+                    grants = logic.grants_of(doc.get("containers"))
+                    if grants is not None:
+                        return grants
+            except (ValueError, AttributeError):
+                pass
+        alloc = ledger.of_pod(pod.annotations, self.handle.annotation_prefix)
+        if alloc is not None and alloc.node == node_name:
+            return logic.grants_of(alloc.extra.get("devices"))
+        return None
+
+    def node_devices(self, node: NodeInfo, exclude: str = "") -> NodeDevices:
+        """Inventory, usage and holders of ``node``, leaving out pod ``exclude``."""
+        with self._lock:
+            memo_key = (node.generation, self._version)
+            if not exclude or exclude not in node.pods:
+                cached = self._memo.get(node.name)
+                if cached is not None and cached[0] == memo_key:
+                    return cached[1]
+            devices = self.inventory(node)
+            usage = logic.Usage()
+            holders: list[logic.Holder] = []
+            unplaced: list[PodInfo] = []
+            for uid in sorted(node.pods):
+                if uid == exclude:
+                    continue
+                pod = node.pods[uid]
+                grants = self._grants_of(pod, node.name)
+                if grants is None:
+                    unplaced.append(pod)
+                    continue
+                usage.add(uid, grants)
+                holders.append(logic.Holder(uid, pod.priority, pod.start_time, grants))
+            for pod in sorted(unplaced, key=lambda p: (p.creation_timestamp, p.uid)):
+                try:
+                    asks = self.asks_of(pod)
+                except QuantityError:
+                    continue
+                if not asks:
+                    continue
+                grants = logic.place(asks, devices, usage) or ()
+                usage.add(pod.uid, grants)
+                holders.append(logic.Holder(pod.uid, pod.priority, pod.start_time, grants))
+            for uid in [u for u, (n, _) in self._reserved.items() if n == node.name and u not in node.pods]:
+                del self._reserved[uid]
+            result = (devices, usage, holders)
+            if not exclude or exclude not in node.pods:
+                self._memo[node.name] = (memo_key, result)
+            return result
+
+    # ---- extension points -------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        asks = self._asks(state, pod)
+        if not asks:
+            return Status()
+        devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+        if not devices:
+            return Status.unresolvable("node(s) had no shareable devices", detail="no device inventory annotation")
+        grants = logic.place(asks, devices, usage, self.args.binpack)
+        if grants is not None:
+            state.write(f"{NAME}/grants/{node.name}", grants)
+            return Status()
+        could_help, detail = logic.explain_misfit(asks, devices, usage)
+        if could_help:
+            return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device",
+                                        detail=detail)
+        return Status.unresolvable("node(s) had no device large enough", detail=detail)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        asks = self._asks(state, pod)
+        if not asks:
+            return 0
+        devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+        grants = state.get(f"{NAME}/grants/{node.name}") or logic.place(asks, devices, usage, self.args.binpack)
+        if not grants:
+            return 0
+        return logic.device_score(grants, devices, usage, self.args.binpack)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        asks = self._asks(state, pod)
+        if not asks:
+            return Status()
+        node = self.handle.snapshot().get(node_name)
+        if node is None:
+            return Status.unschedulable(f"node {node_name} disappeared while binding")
+        devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+        grants = logic.place(asks, devices, usage, self.args.binpack)
+        if grants is None:
+            _, detail = logic.explain_misfit(asks, devices, usage)
+            return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device", detail=detail)
+        with self._lock:
+            self._reserved[pod.uid] = (node_name, grants)
+            self._version += 1
+        state.write(f"{NAME}/reserved", grants)
+        return Status()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        with self._lock:
+            if self._reserved.pop(pod.uid, None) is not None:
+                self._version += 1
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        grants = state.get(f"{NAME}/reserved")
+        if not grants:
+            return Status()
+        containers = {g.container: g.as_dict() for g in grants}
+        state.pod_annotations[self.devices_key] = json.dumps({"node": node_name, "containers": containers},
+                                                             separators=(",", ":"))
+        state.allocation_extra["devices"] = containers
+        return Status()
+
+    def process_preemption(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                           victims: Sequence[Victim]) -> tuple[list[Victim], Status]:
+        asks = self._asks(state, pod)
+        if not asks:
+            return list(victims), Status()
+        devices, _, holders = self.node_devices(node, exclude=pod.uid)
+        if not devices:
+            return [], Status.unresolvable("node(s) had no shareable devices")
+        extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims])
+        if extra is None:
+            return [], Status.unresolvable("evicting lower-priority pods would not free a device",
+                                           detail=logic.explain_misfit(asks, devices, logic.Usage())[1])
+        chosen = list(victims) + [Victim(uid, node.pods.get(uid)) for uid in extra]
+        return sorted(chosen, key=_importance), Status()
+
+
+def _importance(v: Victim) -> tuple[int, str, str]:
+    """Most important first: higher priority, then earlier start (as kube-scheduler orders them)."""
+    if v.pod is None:
+        return (0, "", v.uid)
+    return (-v.pod.priority, v.pod.start_time or "~", v.uid)
+
+
+SPEC = PluginSpec(NAME, DeviceShare, parser(DeviceShareArgsSchema),
+                  "Fractional device sharing: per-device memory/compute, whole devices, device-level preemption.")

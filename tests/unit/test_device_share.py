@@ -1,0 +1,217 @@
+"""DeviceShare: device fit, placement, scores and victim choice (pure), then through the engine:
+annotations for the runtime, restart from the ledger, device-level preempt."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+from extender.runtime.engine import Candidate
+from policies.device_share import logic
+from policies.device_share.logic import Ask, Device, Grant, Holder, Usage
+
+MEM, COMPUTE, COUNT = "example.com/gpu-memory", "example.com/gpu-compute", "example.com/gpu"
+INVENTORY = "kube-extender.io/device-inventory"
+
+
+def devs(*memories: int) -> tuple[Device, ...]:
+    return tuple(Device(i, m) for i, m in enumerate(memories))
+
+
+def used(**by_device: int) -> Usage:
+    u = Usage()
+    for i, (dev, mem) in enumerate(by_device.items()):
+        u.add(f"pod{i}", [Grant("c", (int(dev[1:]),), mem, 0)])
+    return u
+
+
+# ---- inventory ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"devices": 2, "memoryMiB": 16384}', (Device(0, 16384), Device(1, 16384))),
+    ('{"devices": 2, "memoryMiB": 8192, "compute": 50, "unhealthy": [1]}',
+     (Device(0, 8192, 50), Device(1, 8192, 50, healthy=False))),
+    ('{"devices": [{"id": 3, "memoryMiB": 24576}, {"id": 7, "memoryMiB": 8192}]}',
+     (Device(3, 24576), Device(7, 8192))),
+    (None, ()),
+])
+def test_inventory_forms(text: str | None, expected: tuple[Device, ...]) -> None:
+    assert logic.parse_inventory(text) == expected
+
+
+@pytest.mark.parametrize("text", ["nope", "[]", '{"devices": 2}', '{"devices": "2", "memoryMiB": 1}',
+                                  '{"devices": [{"id": 1, "memoryMiB": 1}, {"id": 1, "memoryMiB": 1}]}',
+                                  '{"devices": 1, "memoryMiB": 8, "unhealthy": "0"}'])
+def test_bad_inventories_are_rejected(text: str) -> None:
+    with pytest.raises(logic.InventoryError):
+        logic.parse_inventory(text)
+
+
+# ---- placement -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("asks, devices, usage, binpack, expected", [
+    pytest.param([Ask("a", 8192)], devs(16384, 16384), used(d0=4096), True, [(0,)], id="binpack to the fuller device"),
+    pytest.param([Ask("a", 8192)], devs(16384, 16384), used(d0=4096), False, [(1,)], id="spread to the emptier"),
+    pytest.param([Ask("a", 8192)], devs(16384, 16384), used(d0=12288, d1=12288), True, None,
+                 id="fragmented: 8 GiB free in total, 4 GiB per device"),
+    pytest.param([Ask("a", count=2)], devs(16, 16, 16), used(d1=1), True, [(0, 2)], id="whole devices skip used ones"),
+    pytest.param([Ask("a", count=2)], devs(16, 16), used(d1=1), True, None, id="not enough idle devices"),
+    pytest.param([Ask("small", 4096), Ask("big", 12288)], devs(16384), Usage(), True, [(0,), (0,)],
+                 id="two containers share one device"),
+    pytest.param([Ask("a", 1, compute=60), Ask("b", 1, compute=60)], devs(16, 16), Usage(), True, [(0,), (1,)],
+                 id="compute forces a second device"),
+])
+def test_place(asks: list[Ask], devices: Any, usage: Usage, binpack: bool, expected: Any) -> None:
+    grants = logic.place(asks, devices, usage, binpack)
+    assert (None if grants is None else [g.devices for g in grants]) == expected
+
+
+def test_unhealthy_devices_are_never_used() -> None:
+    devices = (Device(0, 16384, healthy=False), Device(1, 8192))
+    assert [g.devices for g in logic.place([Ask("a", 4096)], devices, Usage())] == [(1,)]  # type: ignore[union-attr]
+    assert logic.place([Ask("a", 12000)], devices, Usage()) is None
+
+
+@pytest.mark.parametrize("asks, usage, could_help, fragment", [
+    ([Ask("a", 8192)], used(d0=12288, d1=12288), True,
+     "no single device with 8192 MiB free; largest free is 4096 MiB; 8192 MiB free in total across devices (fragmented)"),
+    ([Ask("a", 32768)], Usage(), False, "asks for 32768 MiB; largest device has 16384 MiB"),
+    ([Ask("a", count=3)], Usage(), False, "asks for 3 whole devices; node has 2 healthy"),
+])
+def test_misfit_explanations(asks: list[Ask], usage: Usage, could_help: bool, fragment: str) -> None:
+    help_, detail = logic.explain_misfit(asks, devs(16384, 16384), usage)
+    assert help_ is could_help and fragment in detail
+
+
+# ---- victims -------------------------------------------------------------------------------------
+
+def holder(uid: str, priority: int, device: int, memory: int, start: str = "2026-01-01T00:00:00Z") -> Holder:
+    return Holder(uid, priority, start, (Grant("c", (device,), memory, 0),))
+
+
+HOLDERS = [holder("low-big", 10, 0, 12288), holder("low-small", 10, 1, 4096), holder("mid", 50, 1, 8192),
+           holder("high", 900, 1, 4096)]
+
+
+@pytest.mark.parametrize("ask, prio, required, expected", [
+    pytest.param(Ask("a", 4096), 100, [], [], id="already fits: no victim"),
+    pytest.param(Ask("a", 8192), 100, [], ["low-big"], id="one victim frees device 0"),
+    pytest.param(Ask("a", 6000), 100, [], ["low-big"], id="smallest set, lowest priority"),
+    pytest.param(Ask("a", 16384), 100, [], ["low-big"], id="a whole device's memory"),
+    pytest.param(Ask("a", 16384), 40, [], ["low-big"], id="only lower priorities"),
+    pytest.param(Ask("a", 12288), 60, ["low-small"], ["low-big"], id="kube-scheduler's victims are not enough"),
+    pytest.param(Ask("a", 4096), 60, ["low-big"], [], id="kube-scheduler's victims are enough"),
+    pytest.param(Ask("a", 6000), 5, [], None, id="nothing of lower priority"),
+    pytest.param(Ask("a", 20000), 1000, [], None, id="too large for any device"),
+])
+def test_choose_victims(ask: Ask, prio: int, required: list[str], expected: list[str] | None) -> None:
+    assert logic.choose_victims([ask], devs(16384, 16384), HOLDERS, prio, required) == expected
+
+
+def test_never_evicts_equal_or_higher_priority() -> None:
+    holders = [holder("eq", 100, 0, 16384), holder("hi", 200, 1, 16384)]
+    assert logic.choose_victims([Ask("a", 1)], devs(16384, 16384), holders, 100) is None
+
+
+# ---- through the engine ------------------------------------------------------------------------
+
+def gpu_node(name: str, inventory: dict[str, Any]) -> dict[str, Any]:
+    n = make_node(name).obj()
+    n["metadata"]["annotations"] = {INVENTORY: json.dumps(inventory)}
+    return n
+
+
+def share_pod(name: str, memory: int, compute: int = 0, priority: int = 0, node: str = "", **ann: str) -> dict:
+    b = make_pod(name).uid(f"u-{name}").req(**{MEM: memory, **({COMPUTE: compute} if compute else {})}).priority(priority)
+    if node:
+        b = b.node(node)
+    obj = b.obj()
+    if ann:
+        obj["metadata"]["annotations"] = dict(ann)
+    return obj
+
+
+DEVICE_CONFIG = dict(
+    managedResources=[{"name": MEM}, {"name": COMPUTE}, {"name": COUNT}],
+    profiles=[{"schedulerName": "default-scheduler",
+               "plugins": {"multiPoint": {"enabled": [{"name": "DeviceShare"}], "disabled": ["NodeResources"]}}}],
+)
+
+
+def engine_over(nodes: list[dict], pods: list[dict], clock: FakeClock | None = None) -> tuple[Any, MemoryCluster]:
+    cluster = MemoryCluster(cluster_objects(nodes, pods))
+    app = create_app(config_of(**DEVICE_CONFIG), source=cluster, clock=clock or FakeClock(), background=False)
+    return app.extensions["kube_extender"].engine, cluster
+
+
+NODES = [gpu_node("a", {"devices": 2, "memoryMiB": 16384}), gpu_node("b", {"devices": 1, "memoryMiB": 8192}),
+         make_node("plain").obj()]
+
+
+def test_filter_reasons_on_the_wire_and_details_in_explain() -> None:
+    engine, _ = engine_over(NODES, [share_pod("x", 12288, node="a"), share_pod("y", 12288, node="a")])
+    outcome = engine.filter(share_pod("p", 8192), ["a", "b", "plain"])
+    assert outcome.feasible == ["b"]
+    assert outcome.failed == {"a": "Insufficient example.com/gpu-memory on any single device"}
+    assert outcome.unresolvable == {"plain": "node(s) had no shareable devices"}
+    verdict = engine.explain.get("default/p")["filter"].as_dict()
+    assert verdict["rejected"]["a"]["detail"].startswith("no single device with 8192 MiB free; largest free is 4096 MiB")
+
+
+def test_bind_picks_devices_and_writes_the_assignment() -> None:
+    engine, cluster = engine_over(NODES, [share_pod("x", 4096, node="a", **{
+        "kube-extender.io/devices": json.dumps({"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 4096}}})})])
+    p = share_pod("p", 8192, compute=50)
+    cluster.add_pod(p)
+    assert engine.bind("default", "p", "u-p", "a") == ""
+    stored = cluster.get_pod("default", "p")["metadata"]["annotations"]
+    assignment = json.loads(stored["kube-extender.io/devices"])
+    assert assignment == {"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 8192, "compute": 50,
+                                                               "exclusive": False}}}, "best fit: the used device"
+    assert json.loads(stored["kube-extender.io/allocation"])["extra"]["devices"] == assignment["containers"]
+    # device 1 now has 4096 free, device 0 16384: a 12 GiB pod fits only device 0
+    outcome = engine.filter(share_pod("q", 12288), ["a"])
+    assert outcome.feasible == ["a"]
+
+
+def test_assignments_survive_a_restart() -> None:
+    engine, cluster = engine_over(NODES, [])
+    for i in range(3):
+        cluster.add_pod(share_pod(f"p{i}", 8192))
+        assert engine.bind("default", f"p{i}", f"u-p{i}", "a") == ""
+    restarted, _ = engine_over(NODES, [dict(p) for p in cluster.pods()])
+    outcome = restarted.filter(share_pod("q", 16384), ["a"])
+    assert outcome.failed and "largest free is 8192 MiB" in restarted.explain.get("default/q")["filter"] \
+        .as_dict()["rejected"]["a"]["detail"]
+
+
+def test_fragmentation_is_reported_not_misscheduled() -> None:
+    engine, _ = engine_over(NODES, [share_pod("x", 10240, node="a"), share_pod("y", 10240, node="a")])
+    outcome = engine.filter(share_pod("p", 8192), ["a"])
+    assert outcome.feasible == [] and "a" in outcome.failed
+    detail = engine.explain.get("default/p")["filter"].as_dict()["rejected"]["a"]["detail"]
+    assert "12288 MiB free in total across devices (fragmented)" in detail
+
+
+def test_preempt_at_device_level_adds_victims_on_that_node() -> None:
+    pods = [share_pod("low-a", 12288, priority=10, node="a"), share_pod("low-b", 12288, priority=10, node="a"),
+            share_pod("cpu-victim", 0, priority=5, node="a")]
+    pods[0]["status"]["startTime"] = "2026-01-01T00:00:00Z"
+    pods[1]["status"]["startTime"] = "2026-01-02T00:00:00Z"
+    engine, _ = engine_over(NODES, pods)
+    # kube-scheduler proposes only a cpu victim; the device needs one GPU pod evicted too
+    decisions = engine.preempt(share_pod("hi", 8192, priority=100),
+                               {"a": Candidate([("u-cpu-victim", None)], 0)})
+    assert decisions["a"].victims == ["u-low-b", "u-cpu-victim"], "the most recently started, most important first"
+
+
+def test_preempt_drops_a_node_where_devices_cannot_be_freed() -> None:
+    engine, _ = engine_over(NODES, [share_pod("hi-a", 16384, priority=500, node="b")])
+    assert engine.preempt(share_pod("p", 8192, priority=100), {"b": Candidate([("u-hi-a", None)], 0)}) == {}
