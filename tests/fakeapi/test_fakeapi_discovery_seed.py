@@ -6,6 +6,15 @@ import urllib3
 import pytest
 from kubernetes import client
 
+from extender.testing.fakeapi.fixtures import (  # noqa: F401 - pytest fixtures
+    api,
+    api_client,
+    collectors,
+    coord,
+    core,
+    custom,
+    policy,
+)
 from extender.testing.fakeapi import FakeApiServer
 from extender.testing.fakeapi import builders as b
 from extender.testing.fakeapi.selector import SelectorError, parse_field_selector, parse_label_selector
@@ -215,3 +224,17 @@ def test_restart_keeps_store_and_clients_resume(collectors):
             assert [n for _, n, _ in resumed.summary()] == ["during"]
     finally:
         api.stop()
+
+
+def test_watch_podgroups_through_custom_objects_api(api, custom, collectors):
+    grp, ver, plural = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
+    rv = custom.list_namespaced_custom_object(grp, ver, "default", plural)["metadata"]["resourceVersion"]
+    col = collectors(custom.list_namespaced_custom_object, grp, ver, "default", plural, resource_version=rv,
+                     timeout_seconds=2)
+    assert api.wait_for_watchers(1, "podgroups")  # the watch must be open before the CRD goes away
+    api.create(b.podgroup("pg", min_member=2))
+    api.patch("PodGroup", "default", "pg", {"status": {"phase": "Scheduled"}}, "merge")
+    api.disable_crd("podgroups")  # uninstalling the CRD deletes its objects and ends the watch
+    assert col.wait_done(5) and col.error is None
+    assert [(t, n) for t, n, _ in col.summary()] == [("ADDED", "pg"), ("MODIFIED", "pg"), ("DELETED", "pg")]
+    assert api.watch_count() == 0

@@ -11,6 +11,15 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from extender.testing.fakeapi.fixtures import (  # noqa: F401 - pytest fixtures
+    api,
+    api_client,
+    collectors,
+    coord,
+    core,
+    custom,
+    policy,
+)
 from extender.testing.fakeapi import builders as b
 
 BIND_PATH = r"/pods/[^/]+/binding$"
@@ -145,3 +154,18 @@ def test_disconnect_next_and_request_log(api):
     assert recs[0].query == {"limit": ["5"]} and recs[0].param("limit") == "5"
     api.clear_requests()
     assert api.requests() == []
+
+
+def test_slow_watcher_overflow_is_cut_off_but_replay_is_not():
+    from extender.testing.fakeapi import NODES, FakeApiServer
+
+    api = FakeApiServer(watch_queue_limit=3)  # the store alone: no HTTP needed to fill a queue
+    for i in range(10):
+        api.create(b.node(f"old-{i}"))
+    w = api.store.watch(NODES, None, None, None, "1")  # replays 10 events: more than the limit, still fine
+    assert w.closed is None and w.pending() == 10
+    for i in range(3):
+        api.create(b.node(f"live-{i}"))
+    assert w.closed is None
+    api.create(b.node("one-too-many"))
+    assert w.closed == "overflow"

@@ -10,6 +10,15 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from extender.testing.fakeapi.fixtures import (  # noqa: F401 - pytest fixtures
+    api,
+    api_client,
+    collectors,
+    coord,
+    core,
+    custom,
+    policy,
+)
 from extender.testing.fakeapi import FakeApiServer
 from extender.testing.fakeapi import builders as b
 

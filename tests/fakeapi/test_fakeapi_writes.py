@@ -11,6 +11,15 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.testing.fakeapi.fixtures import (  # noqa: F401 - pytest fixtures
+    api,
+    api_client,
+    collectors,
+    coord,
+    core,
+    custom,
+    policy,
+)
 from extender.testing.fakeapi import FakeApiServer, json_patch, merge_patch, strategic_merge_patch
 from extender.testing.fakeapi import builders as b
 from extender.testing.fakeapi.patch import PatchApplyError, PatchFormatError

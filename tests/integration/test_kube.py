@@ -254,7 +254,7 @@ def test_api_errors_while_listing_back_off_and_recover(api: FakeApiServer) -> No
 
 
 def elector(api: FakeApiServer, identity: str, **timing: float) -> LeaderElector:
-    t = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2, **timing}
+    t = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.25, **timing}
     return LeaderElector(KubeClient(api.api_client()), name="kube-extender", namespace="default",
                          identity=identity, **t)  # type: ignore[arg-type]
 
@@ -270,7 +270,8 @@ def test_one_leader_failover_within_the_lease_and_the_deposed_never_writes(api: 
         time.sleep(0.5)
         assert a.is_leader() and not b.is_leader()
         body = {"Pod": api.get("Pod", "default", "p"), "NodeNames": ["n1"]}
-        assert ext_a.app.test_client().post("/scheduler/filter", json=body).status_code == 200
+        answer_a = ext_a.app.test_client().post("/scheduler/filter", json=body)
+        assert answer_a.status_code == 200, answer_a.get_data(as_text=True)
         assert ext_b.app.test_client().post("/scheduler/filter", json=body).status_code == 503
         assert ext_b.app.test_client().get("/readyz").status_code == 503
         # a crashes (stops renewing, keeps nothing): it must stop writing before b can lead
@@ -279,7 +280,7 @@ def test_one_leader_failover_within_the_lease_and_the_deposed_never_writes(api: 
         a_stopped = wait_for(lambda: (not a.is_leader()) and time.monotonic(), what="a fenced")
         b_leads = wait_for(lambda: b.is_leader() and time.monotonic(), timeout=5, what="b takes over")
         assert a_stopped < b_leads, "the deposed leader stops writing before anyone else can win"
-        assert b_leads - crashed < 1.5 + 1.0, "failover within the lease duration (plus one retry)"
+        assert b_leads - crashed < 3.0 + 1.0, "failover within the lease duration (plus a retry or two)"
         assert b.term() == 2
         with pytest.raises(WriteError, match="not the leader"):
             ext_a.writer.bind("default", "p", uid(api, "p"), "n1")

@@ -14,6 +14,10 @@ and ``orjson`` when importable. Start it in-process, point a client at it::
                                        resource_version=pods.metadata.resource_version):
             ...
 
+Pytest fixtures (``api``, ``core``, ``collectors``, ...) and a threaded watch collector live in
+:mod:`extender.testing.fakeapi.fixtures` (import them into a test module; not imported here so the
+package does not depend on pytest). :mod:`extender.testing.fakeapi.builders` makes seed objects.
+
 Emulated (faithfully, because clients depend on it)
 ----------------------------------------------------
 * Resources: core/v1 ``pods`` (+ ``status``, ``binding``, ``eviction``), ``nodes`` (+status),
