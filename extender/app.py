@@ -10,6 +10,7 @@ before the app is returned, so a memory cluster is synced (ready) at once.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from dataclasses import dataclass
@@ -53,6 +54,14 @@ class ExtenderState:
     writer: ClusterWriter
     leader: Leadership | None = None
     stop: threading.Event | None = None
+
+
+def _freeze_heap() -> None:
+    """After the initial sync the cluster's objects live as long as the process: move them out of
+    the cyclic garbage collector's reach, so full collections (which otherwise walk every cached
+    pod and node, ~100 ms at 5,000 nodes) do not land on a verb's latency."""
+    gc.collect()
+    gc.freeze()
 
 
 def _collect_orphans_forever(engine: Engine, leading: Any, interval: float, stop: threading.Event) -> None:
@@ -145,6 +154,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                                                serving=leading))
     stop = threading.Event()
     app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer, leader, stop)
+    cache.on_synced(_freeze_heap)
     source.start(cache)
     if background and config.orphan_interval > 0:
         threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),

@@ -121,15 +121,16 @@ def _serve(args: argparse.Namespace) -> int:
     if args.kubeconfig and not kube:
         print("kube-extender: --kubeconfig needs --cluster kube", file=sys.stderr)
         return 2
-    if cluster_file:
-        load_file(cluster_file)  # fail here, with a clear message, rather than in the worker
+    # Parse the cluster file once, before forking: a bad file fails here with a clear message,
+    # and the worker inherits the parsed objects instead of parsing them again.
+    objects = load_file(cluster_file) if cluster_file else None
 
     def factory() -> Any:
         setup_logging(config.server.log_level, config.server.log_format)
         if kube:
             from extender.app import create_kube_app
             return create_kube_app(config, kubeconfig=args.kubeconfig)
-        source = MemoryCluster.from_file(cluster_file) if cluster_file else MemoryCluster.demo()
+        source = MemoryCluster(objects) if objects is not None else MemoryCluster.demo()
         return create_app(config, source=source)
 
     tls = config.server.tls

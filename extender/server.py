@@ -32,6 +32,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "loglevel": log_level,
             "accesslog": None,
             "preload_app": False,
+            "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
             **tls,
             **(extra or {}),
         }

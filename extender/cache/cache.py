@@ -72,16 +72,30 @@ class ClusterCache:
         self._pods: dict[str, _PodState] = {}
         self._pending: dict[str, PodInfo] = {}
         self._assumed: dict[str, _PodState] = {}
+        self._nominated: dict[str, dict[str, PodInfo]] = {}
+        """node -> pending pods nominated to it (status.nominatedNodeName)."""
+        self._nominee_node: dict[str, str] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
         self._synced = threading.Event()
+        self._sync_listeners: list[Callable[[], None]] = []
 
     # ---- sync state -------------------------------------------------------------------------
 
     def mark_synced(self) -> None:
-        """The initial lists are in; readiness may be reported."""
+        """The initial lists are in; readiness may be reported. Listeners run once."""
+        if self._synced.is_set():
+            return
         self._synced.set()
+        for listener in self._sync_listeners:
+            listener()
+
+    def on_synced(self, listener: Callable[[], None]) -> None:
+        """Run ``listener`` once the initial lists are in (at once if they already are)."""
+        self._sync_listeners.append(listener)
+        if self._synced.is_set():
+            listener()
 
     @property
     def synced(self) -> bool:
@@ -153,8 +167,12 @@ class ClusterCache:
                     self._assumed.pop(info.uid, None)
                     self._unaccount(state.info)
                 return info
+            self._unnominate(info.uid)
             if not info.node_name:
                 self._pending[info.key] = info
+                if info.nominated_node_name and not info.deleting:
+                    self._nominated.setdefault(info.nominated_node_name, {})[info.uid] = info
+                    self._nominee_node[info.uid] = info.nominated_node_name
                 if state is None or state.ledger:
                     self._follow_ledger(info, state)
                 return info
@@ -201,8 +219,27 @@ class ClusterCache:
                 del self._pending[key]
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
+            self._unnominate(uid)
             if state is not None:
                 self._unaccount(state.info)
+
+    def _unnominate(self, uid: str) -> None:
+        node = self._nominee_node.pop(uid, None)
+        if node is not None:
+            pods = self._nominated.get(node, {})
+            pods.pop(uid, None)
+            if not pods:
+                self._nominated.pop(node, None)
+
+    def nominated(self, node_name: str) -> list[PodInfo]:
+        """Pending pods nominated to ``node_name`` (capacity kube-scheduler and the extender hold
+        for them against pods of lower priority)."""
+        with self._lock:
+            return list(self._nominated.get(node_name, {}).values())
+
+    def nominated_nodes(self) -> set[str]:
+        with self._lock:
+            return set(self._nominated)
 
     def assume(self, pod: PodInfo, node_name: str,
                check: Callable[[NodeInfo], Status] | None = None) -> Status:

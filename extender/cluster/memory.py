@@ -10,8 +10,8 @@ the cache before ``bind`` returns. Stored objects are never mutated: each write 
 
 from __future__ import annotations
 
-import copy
 import logging
+from copy import deepcopy as _deepcopy
 import threading
 from collections import deque
 from importlib import resources as importlib_resources
@@ -62,10 +62,12 @@ class MemoryCluster:
         self._sinks: list[ClusterEvents] = []
         self.events: deque[dict[str, Any]] = deque(maxlen=2000)
         self.skipped = 0
+        # The cluster takes ownership of the given objects (no copy: a 5,000-node file is big);
+        # from then on, every write stores a fresh copy.
         for node in objects.get("Node", []):
-            self._nodes[node["metadata"]["name"]] = self._stamp(node)
+            self._nodes[node["metadata"]["name"]] = self._stamp(node, copy=False)
         for pod in objects.get("Pod", []):
-            pod = self._stamp(pod)
+            pod = self._stamp(pod, copy=False)
             pod["metadata"].setdefault("namespace", "default")
             self._pods[_key_of(pod)] = pod
 
@@ -85,9 +87,9 @@ class MemoryCluster:
         text = importlib_resources.files("extender.cluster").joinpath("data/demo-cluster.yaml").read_text()
         return cls.from_text(text, "demo-cluster.yaml")
 
-    def _stamp(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """A private copy of ``obj`` with the next resourceVersion."""
-        stored: dict[str, Any] = copy.deepcopy(dict(obj))
+    def _stamp(self, obj: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:
+        """``obj`` (a private copy unless ``copy`` is False) with the next resourceVersion."""
+        stored: dict[str, Any] = _deepcopy(dict(obj)) if copy else obj  # type: ignore[assignment]
         self._rv += 1
         stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         return stored
@@ -154,15 +156,15 @@ class MemoryCluster:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             pod = self._pods.get(pod_key(namespace, name))
-            return copy.deepcopy(pod) if pod is not None else None
+            return _deepcopy(pod) if pod is not None else None
 
     def pods(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [copy.deepcopy(p) for p in self._pods.values()]
+            return [_deepcopy(p) for p in self._pods.values()]
 
     def nodes(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [copy.deepcopy(n) for n in self._nodes.values()]
+            return [_deepcopy(n) for n in self._nodes.values()]
 
     # ---- writer -----------------------------------------------------------------------------
 
@@ -248,6 +250,17 @@ class MemoryCluster:
         if isinstance(spec.get("maxUnavailable"), int):
             return spec["maxUnavailable"] < 1
         return False
+
+    def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
+        with self._lock:
+            stored = self._stamp(self._pod_for_write(namespace, name))
+            status = stored.setdefault("status", {})
+            if node:
+                status["nominatedNodeName"] = node
+            else:
+                status.pop("nominatedNodeName", None)
+            self._pods[pod_key(namespace, name)] = stored
+            self._publish_pod(stored)
 
     def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

@@ -22,9 +22,12 @@ class ClusterFileError(ValueError):
     """A cluster file that cannot be used; the message names the file and document."""
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~4x faster
+
+
 def _documents(text: str, origin: str) -> Iterable[tuple[str, Any]]:
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         raise ClusterFileError(f"{origin}: not valid YAML: {exc}") from exc
     for i, doc in enumerate(docs):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Protocol
 
 from extender.framework.clock import Clock
+from extender.framework.cycle_state import CycleState
+from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 
 
@@ -37,6 +39,9 @@ class ClusterWriter(Protocol):
 
     def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
         """Evict the pod through the Eviction API (PodDisruptionBudgets honoured)."""
+
+    def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
+        """Set (or, with None, clear) the pod's ``status.nominatedNodeName``."""
 
     def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         """Record an Event about ``obj`` (best effort: never raises)."""
@@ -87,6 +92,10 @@ class Handle(Protocol):
 
     def snapshot(self) -> SnapshotView:
         """The latest consistent snapshot (cheap: shared until the cluster changes)."""
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The pod's profile's Filter plugins on ``node`` (which may be a simulated NodeInfo, e.g.
+        with victims removed): what preemption uses to ask "would it fit then?"."""
 
     def permit_budget(self) -> float:
         """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Callable, Union
+
+Detail = Union[str, Callable[[], str]]
 
 
 class Code(enum.IntEnum):
@@ -47,12 +50,14 @@ class Code(enum.IntEnum):
 class Status:
     """A plugin's verdict. ``reasons`` are node-independent texts (kube-scheduler aggregates
     identical texts into counts: "3 Insufficient example.com/gpu"); ``plugin`` is filled in by the
-    runtime; ``detail`` is an optional per-node explanation shown only by the explain endpoint."""
+    runtime; ``detail`` is an optional per-node explanation shown only by the explain endpoint,
+    given as text or as a function that makes it (so the hot path never formats numbers nobody
+    reads)."""
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
-    detail: str = ""
+    detail: Detail = ""
     error: BaseException | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -63,15 +68,19 @@ class Status:
     def message(self) -> str:
         return ", ".join(self.reasons)
 
+    @property
+    def detail_text(self) -> str:
+        return self.detail() if callable(self.detail) else self.detail
+
     def with_plugin(self, plugin: str) -> Status:
         return self if self.plugin == plugin else replace(self, plugin=plugin)
 
     @staticmethod
-    def unschedulable(*reasons: str, detail: str = "") -> Status:
+    def unschedulable(*reasons: str, detail: Detail = "") -> Status:
         return Status(Code.UNSCHEDULABLE, reasons, detail=detail)
 
     @staticmethod
-    def unresolvable(*reasons: str, detail: str = "") -> Status:
+    def unresolvable(*reasons: str, detail: Detail = "") -> Status:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, detail=detail)
 
     @staticmethod
@@ -84,8 +93,9 @@ class Status:
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"code": self.code.name, "plugin": self.plugin, "reasons": list(self.reasons)}
-        if self.detail:
-            out["detail"] = self.detail
+        detail = self.detail_text
+        if detail:
+            out["detail"] = detail
         return out
 
 

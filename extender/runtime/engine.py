@@ -17,9 +17,10 @@ The engine knows no HTTP and no wire format: ``extender.api`` converts to and fr
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -30,7 +31,7 @@ from extender.framework.handle import WriteError
 from extender.framework.interfaces import Victim
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
-from extender.framework.views import PodInfo, pod_key
+from extender.framework.views import NodeInfo, PodInfo, pod_key
 from extender.metrics import Metrics
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.framework import Framework
@@ -103,6 +104,8 @@ class Engine:
         self._seen_lock = threading.Lock()
         self._inflight: dict[str, _BindFlight] = {}
         self._inflight_lock = threading.Lock()
+        self._simulated = itertools.count(-1, -1)
+        handle.engine = self
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -123,16 +126,22 @@ class Engine:
                 self._seen.popitem(last=False)
         return pod
 
+    def with_nominated(self, info: NodeInfo, pod: PodInfo) -> NodeInfo:
+        """``info`` plus the pods nominated to it whose priority is not lower than ``pod``'s:
+        capacity freed by preemption stays held for them (as kube-scheduler does for its own
+        resources). A simulated NodeInfo gets a negative generation (never cached)."""
+        nominees = [p for p in self.cache.nominated(info.name) if p.uid != pod.uid and p.priority >= pod.priority]
+        for nominee in nominees:
+            info = info.with_pod(nominee.bound_to(info.name), next(self._simulated))
+        return info
+
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:
             return
         if feasible:
             self.metrics.decisions.labels(verb, "Success").inc(feasible)
-        counts: dict[str, int] = {}
-        for st in statuses.values():
-            counts[st.code.name] = counts.get(st.code.name, 0) + 1
-        for code, n in counts.items():
-            self.metrics.decisions.labels(verb, code).inc(n)
+        for code, n in Counter(st.code for st in statuses.values()).items():
+            self.metrics.decisions.labels(verb, code.name).inc(n)
 
     # ---- filter -----------------------------------------------------------------------------
 
@@ -153,6 +162,7 @@ class Engine:
         else:
             candidates = []
             get = snapshot.get
+            held = self.cache.nominated_nodes()
             for name in node_names:
                 info = get(name)
                 if info is None:
@@ -160,7 +170,7 @@ class Engine:
                 elif allowed is not None and name not in allowed:
                     rejected[name] = PREFILTER_EXCLUDED
                 else:
-                    candidates.append(info)
+                    candidates.append(self.with_nominated(info, pod) if name in held else info)
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
             rejected.update(result.rejected)
@@ -327,7 +337,8 @@ class Engine:
         if not st.ok:
             return f"pod {key} cannot be bound: {st.message}"
         try:
-            st = self.cache.assume(pod, node, check=lambda info: fw.run_filter_node(state, pod, info))
+            st = self.cache.assume(pod, node,
+                                   check=lambda info: fw.run_filter_node(state, pod, self.with_nominated(info, pod)))
         except AssumeError as exc:
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
@@ -353,7 +364,28 @@ class Engine:
                 return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
+        self._clear_displaced_nominations(pod, node)
         return ""
+
+    def _clear_displaced_nominations(self, bound: PodInfo, node: str) -> None:
+        """A pod of higher priority took capacity on ``node``: nominations of lower-priority pods
+        that no longer fit there are cleared (they may preempt elsewhere), as the seeds define."""
+        info = self.cache.snapshot().get(node)
+        if info is None:
+            return
+        for nominee in sorted(self.cache.nominated(node), key=lambda p: -p.priority):
+            if nominee.priority >= bound.priority:
+                continue
+            st = self.framework_for(nominee).run_filter_node(CycleState(), nominee, self.with_nominated(info, nominee))
+            if st.ok:
+                continue
+            try:
+                self.handle.writer.set_nominated_node(nominee.namespace, nominee.name, None)
+                self.handle.writer.record_event(nominee.raw, type_="Normal", reason="NominationCleared",
+                                                message=f"pod {bound.key} of higher priority took the capacity "
+                                                        f"held on {node}")
+            except WriteError as exc:
+                log.warning("clearing a nomination failed", extra={"pod": nominee.key, "error": str(exc)})
 
     def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Write the PreBind annotations and the allocation ledger entry in one patch, with the

@@ -143,8 +143,22 @@ class Framework:
         out = FilterResult()
         feasible = out.feasible
         rejected = out.rejected
-        spent = [0.0] * len(plugins)
         clock = time.perf_counter
+        if len(plugins) == 1:  # the common case: one timer for the loop, not two per node
+            only = plugins[0]
+            t0 = clock()
+            for node in nodes:
+                try:
+                    st = only.filter(state, pod, node)
+                except Exception as exc:  # noqa: BLE001
+                    st = _crash(only.name, "Filter", exc)
+                if st.code is Code.SUCCESS:
+                    feasible.append(node.name)
+                else:
+                    rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
+            self._observe(only.name, "Filter", clock() - t0)
+            return out
+        spent = [0.0] * len(plugins)
         for node in nodes:
             for i, p in enumerate(plugins):
                 t0 = clock()

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from extender.framework.cycle_state import CycleState
+from extender.framework.status import Status
+from extender.framework.views import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from extender.runtime.engine import Engine
 
 from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
@@ -27,6 +34,14 @@ class EngineHandle:
     http_timeout: float = 5.0
     term: Callable[[], int] = field(default=lambda: 0)
     """The current leader term, written into allocations (fencing); 0 without leader election."""
+
+    engine: Engine | None = None
+    """Set by the Engine when it is built (plugins are built before it)."""
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if self.engine is None:
+            raise RuntimeError("the engine is not built yet")
+        return self.engine.framework_for(pod).run_filter_node(state, pod, node)
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

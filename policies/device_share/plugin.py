@@ -105,7 +105,8 @@ class DeviceShare:
         """Inventory, usage and holders of ``node``, leaving out pod ``exclude``."""
         with self._lock:
             memo_key = (node.generation, self._version)
-            if not exclude or exclude not in node.pods:
+            cacheable = node.generation >= 0 and (not exclude or exclude not in node.pods)
+            if cacheable:
                 cached = self._memo.get(node.name)
                 if cached is not None and cached[0] == memo_key:
                     return cached[1]
@@ -136,7 +137,7 @@ class DeviceShare:
             for uid in [u for u, (n, _) in self._reserved.items() if n == node.name and u not in node.pods]:
                 del self._reserved[uid]
             result = (devices, usage, holders)
-            if not exclude or exclude not in node.pods:
+            if cacheable:
                 self._memo[node.name] = (memo_key, result)
             return result
 

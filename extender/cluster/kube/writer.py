@@ -105,6 +105,9 @@ class KubeWriter:
                 return  # already gone: what eviction wanted
             raise WriteError(f"evicting {namespace}/{name} failed: {exc}", conflict=exc.status in (409, 429)) from exc
 
+    def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
+        self.patch_pod(namespace, name, {"status": {"nominatedNodeName": node}}, status=True)
+
     def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         if self.events is not None and self.may_write():
             self.events.record(obj, type_=type_, reason=reason, message=message)

@@ -1,0 +1,1 @@
+"""ManagedPreemption: extender-driven preemption for resources kube-scheduler cannot see."""

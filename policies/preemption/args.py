@@ -1,0 +1,1 @@
+"""ManagedPreemption takes no args; enable it at ``postFilter`` in a profile to turn it on."""

@@ -1,0 +1,67 @@
+"""Pure rules of preemption, as the seeds define them (Pod Priority and Preemption).
+
+* Only pods of *lower* priority than the preemptor are ever victims; no cross-node preemption.
+* On a node: remove every lower-priority pod; if the preemptor still does not fit, the node is no
+  candidate. Otherwise put them back, most important first, keeping each one that still lets the
+  preemptor fit: the rest are the victims (the smallest set of the least important pods).
+* Among candidate nodes: the one whose most important victim has the lowest priority; then the
+  lowest sum of victim priorities; then the fewest victims; then the node whose earliest-started
+  victim started latest (least work lost); then the name, so the choice is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from extender.framework.views import NodeInfo, PodInfo
+
+
+def importance(p: PodInfo) -> tuple[int, str, str]:
+    """Sort key, most important first: higher priority, then earlier start."""
+    return (-p.priority, p.start_time or "~", p.key)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    victims: tuple[PodInfo, ...]
+
+    def rank(self) -> tuple[int, int, int, str, str]:
+        top = max(v.priority for v in self.victims)
+        total = sum(v.priority for v in self.victims)
+        earliest = min((v.start_time for v in self.victims if v.start_time), default="")
+        return (top, total, len(self.victims), _later_first(earliest), self.node)
+
+
+def _later_first(ts: str) -> str:
+    """Sort key putting later times first; an unknown time sorts last."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in ts) if ts else "\U0010FFFF"
+
+
+def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
+               generation: Callable[[], int]) -> tuple[PodInfo, ...] | None:
+    """The victims needed on ``node`` for ``preemptor`` to fit, or None when no eviction of
+    lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo;
+    ``generation`` numbers the simulated NodeInfos (never cached)."""
+    lower = sorted((p for p in node.pods.values() if p.priority < preemptor.priority and not p.deleting),
+                   key=importance)
+    if not lower:
+        return None
+    sim = node
+    for p in lower:
+        sim = sim.without_pod(p.uid, generation())
+    if not fits(sim):
+        return None
+    victims: list[PodInfo] = []
+    for p in lower:
+        trial = sim.with_pod(p, generation())
+        if fits(trial):
+            sim = trial
+        else:
+            victims.append(p)
+    return tuple(victims) if victims else None
+
+
+def pick(candidates: Sequence[Candidate]) -> Candidate | None:
+    return min(candidates, key=Candidate.rank) if candidates else None

@@ -1,0 +1,152 @@
+"""ManagedPreemption: the extender preempts for managed resources itself, by the seeds' rules,
+and holds the freed capacity for the nominated pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+from policies.preemption import logic
+
+
+def running(name: str, gpus: int, priority: int, node: str, start: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    pod = make_pod(name).uid(f"u-{name}").req(gpu=gpus).priority(priority).node(node).obj()
+    pod["status"]["startTime"] = start
+    return pod
+
+
+def pending(name: str, gpus: int, priority: int, **spec: Any) -> dict[str, Any]:
+    pod = make_pod(name).uid(f"u-{name}").req(gpu=gpus).priority(priority).obj()
+    pod["spec"].update(spec)
+    return pod
+
+
+def setup(nodes: list[dict], pods: list[dict], pdbs: list[dict] | None = None,
+          profile_plugins: dict | None = None, **overrides: Any) -> tuple[Any, MemoryCluster]:
+    objs = cluster_objects(nodes, pods)
+    objs["PodDisruptionBudget"] = pdbs or []
+    cluster = MemoryCluster(objs)
+    plugins = profile_plugins or {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    config = config_of(profiles=[{"schedulerName": "default-scheduler", "plugins": plugins}], **overrides)
+    app = create_app(config, source=cluster, clock=FakeClock(), background=False)
+    return app.extensions["kube_extender"].engine, cluster
+
+
+def names(cluster: MemoryCluster) -> set[str]:
+    return {p["metadata"]["name"] for p in cluster.pods()}
+
+
+FULL = [make_node("a").alloc(gpu=4).obj(), make_node("b").alloc(gpu=2).obj()]
+HOLDERS = [running("low-a1", 2, 10, "a", "2026-01-01T00:00:00Z"), running("low-a2", 2, 20, "a"),
+           running("mid-b", 2, 50, "b")]
+
+
+def filter_on(engine: Any, cluster: MemoryCluster, pod: dict[str, Any], nodes: list[str]) -> Any:
+    cluster.add_pod(pod)
+    return engine.filter(cluster.get_pod(pod["metadata"].get("namespace", "default"), pod["metadata"]["name"]), nodes)
+
+
+def test_preempts_the_lowest_priority_victim_and_nominates() -> None:
+    engine, cluster = setup(FULL, HOLDERS)
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    assert outcome.feasible == [] and outcome.nominated == "a"
+    assert names(cluster) == {"low-a2", "mid-b", "hi"}, "only low-a1 (priority 10) was evicted"
+    assert cluster.get_pod("default", "hi")["status"]["nominatedNodeName"] == "a"
+    reasons = [(e["object"], e["reason"]) for e in cluster.events]
+    assert ("default/low-a1", "Preempted") in reasons and ("default/hi", "Preempting") in reasons
+
+
+def test_freed_capacity_is_held_against_lower_priority_pods() -> None:
+    engine, cluster = setup(FULL, HOLDERS)
+    filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    sneaky = filter_on(engine, cluster, pending("sneaky", 2, 5, preemptionPolicy="Never"), ["a"])
+    assert sneaky.feasible == [] and sneaky.failed == {"a": "Insufficient example.com/gpu"}
+    assert "sneaky" in names(cluster), "a non-preempting pod evicts nothing"
+    assert filter_on(engine, cluster, pending("hi-again", 2, 100), ["a"]).feasible == [], \
+        "equal priority does not take a nominated pod's capacity either"
+    assert engine.filter(cluster.get_pod("default", "hi"), ["a"]).feasible == ["a"], "the nominee itself fits"
+
+
+def test_a_higher_priority_pod_may_take_it_and_the_nomination_is_cleared() -> None:
+    engine, cluster = setup(FULL, HOLDERS)
+    filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    boss = filter_on(engine, cluster, pending("boss", 2, 1000), ["a"])
+    assert boss.feasible == ["a"]
+    assert engine.bind("default", "boss", "u-boss", "a") == ""
+    assert "nominatedNodeName" not in cluster.get_pod("default", "hi")["status"]
+    assert ("default/hi", "NominationCleared") in [(e["object"], e["reason"]) for e in cluster.events]
+
+
+@pytest.mark.parametrize("pod, why", [
+    pytest.param(pending("polite", 2, 100, preemptionPolicy="Never"), "preemptionPolicy Never", id="never"),
+    pytest.param(pending("peer", 2, 10), "victims of equal or higher priority", id="equal priority"),
+    pytest.param(pending("huge", 8, 1000), "no node has enough allocatable", id="unresolvable everywhere"),
+])
+def test_no_preemption(pod: dict[str, Any], why: str) -> None:
+    engine, cluster = setup(FULL, HOLDERS)
+    before = names(cluster)
+    outcome = filter_on(engine, cluster, pod, ["a", "b"])
+    assert outcome.nominated is None, why
+    assert names(cluster) == before | {pod["metadata"]["name"]}
+
+
+def test_no_preemption_when_some_node_fits() -> None:
+    engine, cluster = setup([*FULL, make_node("c").alloc(gpu=2).obj()], HOLDERS)
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b", "c"])
+    assert outcome.feasible == ["c"] and outcome.nominated is None and len(cluster.pods()) == 4
+
+
+def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
+    holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
+    for p in holders[:2]:
+        p["metadata"]["labels"] = {"app": "guarded"}
+    pdb = {"metadata": {"name": "keep", "namespace": "default"},
+           "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "guarded"}}}}
+    engine, cluster = setup(FULL, holders, [pdb])
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    assert outcome.nominated == "b" and "mid-b" not in names(cluster)
+    assert {"guarded", "guarded-2"} <= names(cluster)
+
+
+def test_device_level_preemption_picks_the_right_pod_on_the_right_device() -> None:
+    inventory = {"kube-extender.io/device-inventory": json.dumps({"devices": 2, "memoryMiB": 16384})}
+    node = make_node("gpu").obj()
+    node["metadata"]["annotations"] = inventory
+
+    def holder(name: str, mem: int, prio: int, device: int) -> dict[str, Any]:
+        p = make_pod(name).uid(f"u-{name}").req(**{"example.com/gpu-memory": mem}).priority(prio).node("gpu").obj()
+        p["metadata"]["annotations"] = {"kube-extender.io/devices": json.dumps(
+            {"node": "gpu", "containers": {"main": {"devices": [device], "memoryMiB": mem}}})}
+        return p
+
+    pods = [holder("d0-low", 8192, 10, 0), holder("d0-high", 8192, 500, 0),
+            holder("d1-low", 4096, 5, 1), holder("d1-mid", 8192, 50, 1)]
+    plugins = {"multiPoint": {"enabled": [{"name": "DeviceShare"}], "disabled": ["NodeResources"]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([node], pods, profile_plugins=plugins,
+                            managedResources=[{"name": "example.com/gpu-memory"}])
+    preemptor = make_pod("hi").uid("u-hi").req(**{"example.com/gpu-memory": 8192}).priority(100).obj()
+    outcome = filter_on(engine, cluster, preemptor, ["gpu"])
+    assert outcome.nominated == "gpu"
+    # device 0: d0-low (10) + d0-high (500), full; device 1: d1-low (5, 4 GiB) + d1-mid (50, 8 GiB), 4 GiB
+    # free. Evicting d1-low alone leaves 8 GiB free on device 1: the lowest-priority single victim wins
+    # over d0-low (priority 10), and d1-mid / d0-high are never touched
+    assert names(cluster) == {"d0-low", "d0-high", "d1-mid", "hi"}
+
+
+def test_candidate_ranking() -> None:
+    from extender.framework.views import PodInfo
+
+    def v(prio: int, start: str = "") -> PodInfo:
+        return PodInfo(f"u{prio}{start}", "d", f"p{prio}{start}", priority=prio, start_time=start)
+
+    cands = [logic.Candidate("x", (v(50),)), logic.Candidate("y", (v(10), v(10))), logic.Candidate("z", (v(10),)),
+             logic.Candidate("w", (v(10, "2026-02-01"),))]
+    assert logic.pick(cands).node == "w", "lowest top priority, lowest sum, fewest victims, latest start"
