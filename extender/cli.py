@@ -3,6 +3,8 @@
     kube-extender serve [--config FILE] [--cluster FILE] [--host H] [--port P] [--threads N]
     kube-extender config scheduler [--config FILE] [--url URL] [--full]
     kube-extender config check FILE
+    kube-extender simulate [--cluster FILE] [--workload FILE] [--config FILE] [--seed N] [--extender URL]
+                           [--out DIR] [--version 1.29|1.30] [--real-time] [--quiet]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from extender.cluster.memory import MemoryCluster
 from extender.cluster.objects import ClusterFileError, load_file
 from extender.config.model import ConfigError, ExtenderConfig, load_config
 from extender.logs import setup_logging
+from extender.sim import cli as sim_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                             description="Exit 0 and print a summary if FILE is valid; else list every problem "
                                         "with its key path and exit 1.")
     check.add_argument("file", metavar="FILE")
+    sim_cli.add_parser(sub)
     return p
 
 
@@ -140,11 +144,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from extender.app import create_app
+
+    def load_cluster(path: str | None) -> MemoryCluster:
+        return MemoryCluster.from_file(path) if path else MemoryCluster.demo()
+
+    wiring = sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
+                            load_cluster=load_cluster, user_errors=(ConfigError, ClusterFileError))
+    return sim_cli.run(args, wiring)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "simulate":
+            return _simulate(args)
         if args.config_command == "scheduler":
             return _print_scheduler(args)
         return _check(args)

@@ -1,0 +1,852 @@
+"""The emulated kube-scheduler: serial scheduling cycles, asynchronous binding cycles, extenders.
+
+One :class:`Scheduler` owns a queue (``extender.sim.queue``), a cache (``extender.sim.cache``) and
+one :class:`~extender.sim.client.HTTPExtender` per configured extender, and works on a cluster
+object it subscribes to (a ``MemoryCluster`` or anything with the same methods, see
+:class:`ClusterLike`). A scheduling cycle (``schedule_one.go``, §4.1):
+
+1. skip pods being deleted; snapshot the cache (0 nodes: error "no nodes available");
+2. a nominated pod tries its nominated node first: in-tree filters, then the extender chain on
+   that one node; an extender error there is only logged (§4.1.4);
+3. in-tree filters from a rotating offset until ``numFeasibleNodesToFind`` nodes fit (§4.2,
+   1.30+: 1 node when nothing filters or scores), nominated pods of higher or equal priority
+   counted on their nodes;
+4. the extender filter chain (§3.4, §3.7, §4.3): sequential in configured order (ignorable
+   last), interested extenders only, survivors only, never an empty list; ``Error``/transport
+   failures: ignorable -> skipped, else the attempt is an **Error** (backoffQ, no preemption,
+   nominatedNodeName cleared); ``FailedAndUnresolvableNodes`` wins over ``FailedNodes``;
+5. none feasible -> FitError -> DefaultPreemption (``extender.sim.preemption``);
+   one feasible -> chosen without scoring; two or more -> in-tree scores plus every interested
+   extender's prioritize concurrently (errors ignored, ``Score x weight x 10``, unknown hosts
+   ignored, missing hosts 0), host picked with seeded reservoir sampling (``selectHost``);
+6. assume in the cache, then a **binding cycle thread per pod** (unbounded): the first
+   interested binder extender binds (1.30+: an ignorable binder's error falls through), else
+   the default binder writes the Binding to the cluster. Failure: forget, requeue with
+   backoff unless the pod already has ``spec.nodeName`` (§5.3).
+
+**Time.** The queue, backoffs, arrivals and deletions run on the scheduler's clock. With the
+default :class:`VirtualClock`, time stands still while anything is scheduled or bound: cycles and
+binding cycles take no virtual time, and the clock jumps to the next arrival, deletion, backoff
+expiry or unschedulable flush only when the active queue is empty and no binding thread is in
+flight. Extender HTTP calls and binding threads are real (wall-clock) work; throughput is
+reported in both clocks. :class:`RealClock` runs the same loop against wall time.
+
+**Cluster.** With an in-process extender the scheduler and the extender share one cluster
+object: the extender's bind writes the Binding and both see it. When the extender runs
+elsewhere (``--extender URL``) the scheduler keeps its own cluster and is the only writer it
+knows about: a successful extender bind is mirrored into it (``mirror_extender_binds``).
+
+**A run ends** when nothing can change any more: no active pod, no binding in flight, no
+pending workload action, and every waiting pod has been tried against the current cluster
+state and did not fail with an error (``stop_when_settled``; this assumes an extender's answers
+depend on the cluster only); at the latest ``max_virtual_seconds`` after the last action.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from extender.framework.status import Code, Status
+from extender.sim import queue as q
+from extender.sim.cache import NodeState, PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
+from extender.sim.client import CallStats, ExtenderError, HTTPExtender
+from extender.sim.config import SchedulerConfig
+from extender.sim.filters import WorkingNode, run_filters, score_nodes
+from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, call_extenders, find_candidates,
+                                     fit_error_message, pdbs_from, pick_one_node)
+
+log = logging.getLogger("extender.sim")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time 0
+
+
+class ClusterLike(Protocol):
+    """What the scheduler needs from the cluster (``extender.cluster.memory.MemoryCluster``)."""
+
+    def start(self, sink: Any) -> None: ...
+
+    def add_pod(self, pod: Mapping[str, Any]) -> Any: ...
+
+    def delete_pod(self, namespace: str, name: str) -> bool: ...
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    def pods(self) -> list[dict[str, Any]]: ...
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+
+
+class VirtualClock:
+    """Time that moves only when the scheduler advances it (thread-safe)."""
+
+    virtual = True
+
+    def __init__(self, start: float = EPOCH) -> None:
+        self.start = start
+        self._t = start
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._t
+
+    def monotonic(self) -> float:
+        return self.now()
+
+    def advance_to(self, t: float) -> None:
+        with self._lock:
+            self._t = max(self._t, t)
+
+    def elapsed(self) -> float:
+        return self.now() - self.start
+
+
+class RealClock:
+    """Wall time, measured from the start of the run."""
+
+    virtual = False
+
+    def __init__(self) -> None:
+        self.start = time.time()
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def advance_to(self, t: float) -> None:  # the loop waits instead
+        pass
+
+    def elapsed(self) -> float:
+        return self.now() - self.start
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@dataclass
+class Diagnosis:
+    statuses: dict[str, Status] = field(default_factory=dict)
+    plugins: set[str] = field(default_factory=set)
+    evaluated: int = 0
+
+
+@dataclass
+class CycleRecord:
+    """What one scheduling attempt did (for tests and reports)."""
+
+    pod: str
+    attempt: int
+    time: float
+    outcome: str  # "scheduled", "unschedulable", "error", "skipped"
+    node: str = ""
+    feasible: list[str] = field(default_factory=list)
+    evaluated: int = 0
+    scores: dict[str, dict[str, int]] | None = None
+    totals: dict[str, int] | None = None
+    message: str = ""
+    statuses: dict[str, str] = field(default_factory=dict)
+    plugins: list[str] = field(default_factory=list)
+    preemption: dict[str, Any] | None = None
+    queue: str = ""
+
+
+@dataclass
+class PodTrace:
+    """A pod's life in the run."""
+
+    key: str
+    uid: str
+    priority: int
+    arrival: float
+    state: str = "pending"  # pending, bound, completed, preempted, deleted
+    node: str = ""
+    bound_at: float | None = None
+    attempts: int = 0
+    message: str = ""
+    nominated: str = ""
+    preempted_by: str = ""
+    bound_by: str = ""
+    gated: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    wall_seconds: float
+    virtual_seconds: float
+    cycles: int
+    binds: int
+    bind_failures: int
+    reason: str
+
+
+@dataclass(order=True)
+class _Action:
+    at: float
+    seq: int
+    label: str = field(compare=False)
+    fn: Callable[[], None] = field(compare=False)
+
+
+def _spec_or_meta_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """``isPodUpdated``: a change outside status, resourceVersion, generation, managedFields."""
+    if old is None:
+        return True
+
+    def strip(p: Mapping[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in (p.get("metadata") or {}).items()
+                if k not in ("resourceVersion", "generation", "managedFields")}
+        return {"metadata": meta, "spec": p.get("spec")}
+
+    return strip(old) != strip(new)
+
+
+class Scheduler:
+    """See the module docstring. Thread-safe; :meth:`run` drives it from the calling thread."""
+
+    def __init__(self, config: SchedulerConfig, cluster: ClusterLike, *, clock: VirtualClock | RealClock | None = None,
+                 stats: CallStats | None = None, pdbs: Sequence[Mapping[str, Any]] = (),
+                 mirror_extender_binds: bool = False) -> None:
+        self.cfg = config.validate()
+        self.cluster = cluster
+        self.clock = clock or VirtualClock()
+        self.stats = stats or CallStats()
+        self.extenders = [HTTPExtender(spec, stats=self.stats) for spec in config.ordered]
+        self.ignored = config.ignored_resources
+        self.rng = random.Random(config.seed)
+        self.cache = SchedulerCache()
+        self.queue = q.SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds,
+                                       config.pod_max_in_unschedulable_seconds, config.extender_requeue)
+        self.pdb_objects = list(pdbs)
+        self.mirror_extender_binds = mirror_extender_binds
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._binding = 0
+        self._next_start = 0
+        self._actions: list[_Action] = []
+        self._action_seq = itertools.count()
+        self._last_action_at = self.clock.now()
+        self._known: dict[str, Mapping[str, Any]] = {}
+        self.generation = 0
+        self.cycles: list[CycleRecord] = []
+        self.traces: dict[str, PodTrace] = {}
+        self.events: list[dict[str, Any]] = []
+        self.on_bound: list[Callable[[PodTrace], None]] = []
+        self.binds = 0
+        self.bind_failures = 0
+        self.malformed = 0
+        self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.extenders)), thread_name_prefix="prioritize")
+        self._has_filter_extenders = any(e.spec.is_filter for e in self.extenders)
+        self._has_scoring = config.in_tree_scoring or any(e.spec.is_prioritizer for e in self.extenders)
+        cluster.start(self)
+
+    # ---- the cluster watch (ClusterEvents sink; called on any thread) --------------------------------
+
+    def mark_synced(self) -> None:
+        pass
+
+    def upsert_node(self, raw: Mapping[str, Any]) -> None:
+        with self._cond:
+            new = self.cache.upsert_node(raw)
+            self._event(q.NODE_ADD if new else q.NODE_UPDATE)
+
+    def remove_node(self, name: str) -> None:
+        with self._cond:
+            self.cache.remove_node(name)
+            self._event(q.NODE_DELETE)
+
+    def upsert_pod(self, raw: Mapping[str, Any]) -> None:
+        try:
+            rec = PodRecord.from_raw(raw)
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            self.malformed += 1
+            log.warning("skipping malformed pod %s: %s", pod_uid(raw), exc)
+            return
+        phase = (raw.get("status") or {}).get("phase")
+        with self._cond:
+            now = self.clock.now()
+            old = self._known.get(rec.uid)
+            self._known[rec.uid] = raw
+            trace = self.traces.get(rec.uid)
+            if phase in TERMINAL_PHASES:
+                was = self.cache.remove(rec.uid)
+                self.queue.delete(rec.uid)
+                if trace is not None and trace.state in ("pending", "bound"):
+                    trace.state = "completed"
+                self._event(q.ASSIGNED_POD_DELETE if was else q.POD_DELETE)
+                return
+            if rec.node_name:
+                before = self.cache.assigned(rec.uid)
+                confirmed_before = before is not None and not self.cache.is_assumed(rec.uid)
+                self.cache.add_assigned(rec)
+                self.queue.delete(rec.uid)
+                if trace is not None and trace.state == "pending":
+                    trace.state, trace.node = "bound", rec.node_name
+                    if trace.bound_at is None:
+                        trace.bound_at = now
+                self._event(q.ASSIGNED_POD_UPDATE if confirmed_before else q.ASSIGNED_POD_ADD)
+                return
+            if (raw.get("spec") or {}).get("schedulerName", "default-scheduler") not in self.cfg.scheduler_names:
+                return
+            if rec.uid in self.queue.pods:
+                changed = _spec_or_meta_changed(old, raw)
+                qp = self.queue.update(rec, now, changed)
+                if trace is not None and qp is not None:
+                    trace.gated = qp.state == q.GATED
+                    trace.nominated = rec.nominated_node_name
+                if changed:
+                    self._event(q.POD_UPDATE)
+                return
+            qp = self.queue.add(rec, now)
+            if trace is None:
+                self.traces[rec.uid] = PodTrace(rec.key, rec.uid, rec.priority, now, gated=qp.state == q.GATED,
+                                                requests=dict(rec.requests))
+            self._event(q.POD_ADD)
+
+    def remove_pod(self, raw: Mapping[str, Any]) -> None:
+        uid = pod_uid(raw)
+        with self._cond:
+            self._known.pop(uid, None)
+            was = self.cache.remove(uid)
+            self.queue.delete(uid)
+            trace = self.traces.get(uid)
+            if trace is not None and trace.state in ("pending", "bound"):
+                trace.state = "completed" if trace.state == "bound" else "deleted"
+            self._event(q.ASSIGNED_POD_DELETE if was is not None and (raw.get("spec") or {}).get("nodeName")
+                        else q.POD_DELETE)
+
+    def _event(self, event: str) -> None:
+        """A cluster event: bump the generation and move the pods it may help (lock held)."""
+        self.generation += 1
+        self.queue.move_all(event, self.clock.now())
+        self._cond.notify_all()
+
+    # ---- workload actions -------------------------------------------------------------------------------
+
+    def at(self, t: float, label: str, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (cluster writes) at virtual/clock time ``t``."""
+        with self._cond:
+            heapq.heappush(self._actions, _Action(t, next(self._action_seq), label, fn))
+            self._cond.notify_all()
+
+    def after(self, seconds: float, label: str, fn: Callable[[], None]) -> None:
+        self.at(self.clock.now() + seconds, label, fn)
+
+    def _run_due_actions(self) -> int:
+        ran = 0
+        while True:
+            with self._cond:
+                if not self._actions or self._actions[0].at > self.clock.now():
+                    return ran
+                action = heapq.heappop(self._actions)
+                self._last_action_at = max(self._last_action_at, action.at)
+            action.fn()
+            ran += 1
+
+    # ---- the loop -----------------------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[Scheduler], None] | None = None, progress_every: int = 0,
+            progress_seconds: float = 0.0) -> RunSummary:
+        wall0 = time.perf_counter()
+        start = self.clock.now()
+        last_flush = start
+        last_report = wall0
+        cycles = 0
+        reason = "done"
+        while True:
+            self._run_due_actions()
+            with self._cond:
+                now = self.clock.now()
+                while now - last_flush >= self.cfg.unschedulable_flush_interval:
+                    last_flush += self.cfg.unschedulable_flush_interval
+                    self.queue.flush_unschedulable(last_flush)
+                self.queue.flush_backoff(now)
+                qp = self.queue.pop()
+            if qp is not None:
+                self._schedule_one(qp)
+                cycles += 1
+                if progress and ((progress_every and cycles % progress_every == 0) or
+                                 (progress_seconds and time.perf_counter() - last_report >= progress_seconds)):
+                    last_report = time.perf_counter()
+                    progress(self)
+                continue
+            with self._cond:
+                if self.queue.has_active():
+                    continue
+                if self._binding:
+                    self._cond.wait(0.05)
+                    continue
+                wake = self._next_wake(last_flush)
+                if wake is None:
+                    break
+                if wake > self._last_action_at + self.cfg.max_virtual_seconds:
+                    reason = f"stopped at the horizon ({self.cfg.max_virtual_seconds:g}s after the last action)"
+                    break
+                if self.clock.virtual:
+                    self.clock.advance_to(wake)
+                else:
+                    self._cond.wait(max(0.0, min(wake - self.clock.now(), 0.5)))
+        return RunSummary(time.perf_counter() - wall0, self.clock.now() - start, cycles, self.binds,
+                          self.bind_failures, reason)
+
+    def _next_wake(self, last_flush: float) -> float | None:
+        """The next time anything can happen (lock held), or None when the run is over: no
+        workload action is left and every waiting pod has been tried against the current
+        cluster state without an error (retrying cannot change anything). While the run goes
+        on, every backoff expiry and unschedulable-pool flush counts, settled or not, so retries
+        happen when kube-scheduler would make them."""
+        waiting = self.queue.in_state(q.BACKOFF, q.UNSCHEDULABLE)
+        unsettled = any(qp.last_was_error or qp.seen_generation < self.generation for qp in waiting)
+        if not self._actions and not unsettled and (self.cfg.stop_when_settled or not waiting):
+            return None
+        times: list[float] = [self._actions[0].at] if self._actions else []
+        interval = self.cfg.unschedulable_flush_interval
+        for qp in waiting:
+            if qp.state == q.BACKOFF:
+                times.append(self.queue.backoff_expiry(qp))
+            else:
+                due = qp.timestamp + self.cfg.pod_max_in_unschedulable_seconds
+                ticks = max(1, int((due - last_flush) // interval) + 1)
+                times.append(last_flush + ticks * interval)
+        return min(times) if times else None
+
+    # ---- one scheduling cycle ----------------------------------------------------------------------------------
+
+    def _schedule_one(self, qp: q.QueuedPod) -> None:
+        pod = qp.record
+        now = self.clock.now()
+        trace = self.traces.get(pod.uid)
+        if trace is not None:
+            trace.attempts = qp.attempts
+        if pod.deleting:
+            with self._cond:
+                self.queue.delete(pod.uid)
+            self.cycles.append(CycleRecord(pod.key, qp.attempts, now, "skipped", message="pod is being deleted"))
+            return
+        with self._cond:
+            snap = self.cache.snapshot()
+            qp.seen_generation = self.generation
+            nominated = self._nominated_records()
+        record = CycleRecord(pod.key, qp.attempts, now, "error")
+        if not snap.nodes:
+            self._fail_with_error(qp, record, "no nodes available to schedule pods")
+            return
+        try:
+            feasible, diag = self._find_nodes_that_fit(pod, snap, nominated)
+        except ExtenderError as exc:
+            record.evaluated = len(snap.nodes)
+            self._fail_with_error(qp, record, str(exc))
+            return
+        record.evaluated = diag.evaluated
+        record.statuses = {n: st.message for n, st in diag.statuses.items()}
+        if not feasible:
+            self._unschedulable(qp, pod, snap, diag, nominated, record)
+            return
+        record.feasible = [n.name for n in feasible]
+        if len(feasible) == 1:
+            host = feasible[0].name
+        else:
+            scores, totals = self._prioritize(pod, feasible)
+            record.scores, record.totals = scores, totals
+            host = self._select_host([(n.name, totals[n.name]) for n in feasible])
+        record.outcome, record.node = "scheduled", host
+        self.cycles.append(record)
+        with self._cond:
+            self.cache.assume(pod, host)
+            self.queue.binding(qp)
+            self._binding += 1
+        threading.Thread(target=self._binding_cycle, args=(qp, pod, host), name=f"bind-{pod.key}", daemon=True).start()
+
+    def _nominated_records(self) -> dict[str, list[PodRecord]]:
+        return {node: [x.record for x in pods] for node, pods in self.queue.nominated_nodes().items()}
+
+    def _fits(self, pod: PodRecord, node: NodeState | WorkingNode, nominated: Mapping[str, list[PodRecord]],
+              pods_only: bool = False) -> Status:
+        """``RunFilterPluginsWithNominatedPods``: nominated pods of equal or higher priority count."""
+        extra = [p for p in nominated.get(node.name, ()) if p.priority >= pod.priority and p.uid != pod.uid
+                 and p.uid not in node.pods]
+        if not extra:
+            return run_filters(pod, node, self.ignored, pods_only)
+        work = node if isinstance(node, WorkingNode) else WorkingNode(node)
+        for p in extra:
+            work.add(p)
+        try:
+            return run_filters(pod, work, self.ignored, pods_only)
+        finally:
+            for p in extra:
+                work.remove(p)
+
+    def num_feasible_nodes_to_find(self, num_all: int) -> int:
+        """§4.2: all below 100 nodes; else the (adaptive) percentage, at least 100."""
+        if num_all < MIN_FEASIBLE_NODES_TO_FIND:
+            return num_all
+        pct = self.cfg.percentage_of_nodes_to_score
+        if pct == 0:
+            pct = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+        return max(num_all * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+    def _find_nodes_that_fit(self, pod: PodRecord, snap: Snapshot,
+                             nominated: Mapping[str, list[PodRecord]]) -> tuple[list[NodeState], Diagnosis]:
+        diag = Diagnosis()
+        nnn = pod.nominated_node_name
+        if nnn and snap.get(nnn) is not None:
+            node = snap.nodes[nnn]
+            st = self._fits(pod, node, nominated)
+            if st.ok:
+                try:
+                    survivors = self._extender_filters(pod, [node], diag, snap)
+                except ExtenderError as exc:
+                    log.info("evaluation failed on nominated node %s for %s: %s", nnn, pod.key, exc)
+                    survivors = []
+                if survivors:
+                    diag.evaluated = 1
+                    return survivors, diag
+            else:
+                diag.statuses[nnn] = st
+        nodes = snap.ordered()
+        n = len(nodes)
+        to_find = self.num_feasible_nodes_to_find(n)
+        if self.cfg.one_node_shortcut and not self._has_filter_extenders and not self._has_scoring:
+            to_find = 1
+        feasible: list[NodeState] = []
+        processed = 0
+        for i in range(n):
+            node = nodes[(self._next_start + i) % n]
+            processed += 1
+            st = self._fits(pod, node, nominated)
+            if st.ok:
+                diag.statuses.pop(node.name, None)
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                diag.statuses[node.name] = st
+                diag.plugins.add(st.plugin)
+        self._next_start = (self._next_start + processed) % n if n else 0
+        diag.evaluated = processed
+        before = len(feasible)
+        feasible = self._extender_filters(pod, feasible, diag, snap)
+        if self.cfg.extender_requeue and len(feasible) != before:
+            diag.plugins.add(q.EXTENDER_PLUGIN)
+        return feasible, diag
+
+    def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
+                          snap: Snapshot) -> list[NodeState]:
+        """``findNodesThatPassExtenders`` (§4.1.6); raises ExtenderError for non-ignorable errors."""
+        for ext in self.extenders:
+            if not feasible:
+                break
+            if not ext.spec.is_interested(pod.raw):
+                continue
+            try:
+                reply = ext.filter(pod.raw, [n.raw for n in feasible])
+            except ExtenderError as exc:
+                if ext.spec.ignorable:
+                    log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
+                    continue
+                raise
+            for name, msg in reply.unresolvable.items():
+                old = diag.statuses.get(name)
+                reasons = (old.reasons if old is not None else ()) + (msg,)
+                diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+            for name, msg in reply.failed.items():
+                if name in reply.unresolvable:
+                    continue
+                old = diag.statuses.get(name)
+                if old is None:
+                    diag.statuses[name] = Status(Code.UNSCHEDULABLE, (msg,))
+                else:
+                    diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
+            survivors = []
+            for name in reply.names:
+                state = snap.get(name)
+                if state is None and reply.node_objects is not None:
+                    state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
+                if state is not None:
+                    survivors.append(state)
+            feasible = survivors
+        return feasible
+
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently."""
+        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in feasible}
+        interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
+        if not interested and not self.cfg.in_tree_scoring:
+            return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
+        if self.cfg.in_tree_scoring:
+            for name, plugin_scores in score_nodes(pod, feasible).items():
+                breakdown[name].update(plugin_scores)
+        raws = [n.raw for n in feasible]
+
+        def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
+            try:
+                prios, weight = ext.prioritize(pod.raw, raws)
+                return ext, prios, weight, ""
+            except ExtenderError as exc:
+                return ext, None, 0, str(exc)
+
+        if len(interested) > 1:
+            results = list(self._executor.map(call, interested))
+        else:
+            results = [call(e) for e in interested]
+        for ext, prios, weight, error in results:
+            if error:
+                log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
+                continue
+            sums: dict[str, int] = {}
+            for hp in prios:
+                sums[hp.host] = sums.get(hp.host, 0) + hp.score * weight * MAX_EXTENDER_SCORE_SCALE
+            for name, row in breakdown.items():
+                if name in sums:
+                    row[f"extender:{ext.name}"] = sums[name]
+        totals = {name: sum(row.values()) for name, row in breakdown.items()}
+        return breakdown, totals
+
+    def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
+        """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
+        best, best_score = rows[0]
+        count = 1
+        for name, score in rows[1:]:
+            if score > best_score:
+                best, best_score, count = name, score, 1
+            elif score == best_score:
+                count += 1
+                if self.rng.randrange(count) == 0:
+                    best = name
+        return best
+
+    # ---- failures ---------------------------------------------------------------------------------------------
+
+    def _fail_with_error(self, qp: q.QueuedPod, record: CycleRecord, message: str) -> None:
+        """Status Error (§4.3): backoffQ, nominatedNodeName cleared, reason SchedulerError."""
+        record.outcome, record.message = "error", message
+        self.cycles.append(record)
+        with self._cond:
+            qp.last_was_error, qp.last_message = True, message
+            self.queue.requeue_after_error(qp, self.clock.now())
+            trace = self.traces.get(qp.uid)
+            if trace is not None:
+                trace.message = message
+        self._record_event(qp.record, "Warning", "FailedScheduling", message)
+        self._update_status(qp.record, nominated="", reason="SchedulerError", message=message)
+
+    def _unschedulable(self, qp: q.QueuedPod, pod: PodRecord, snap: Snapshot, diag: Diagnosis,
+                       nominated: Mapping[str, list[PodRecord]], record: CycleRecord) -> None:
+        post_msg, nominate, prec = self._preempt(pod, snap, diag, nominated)
+        record.preemption = prec
+        message = fit_error_message(len(snap.nodes), diag.statuses, post_msg)
+        record.outcome, record.message = "unschedulable", message
+        plugins = frozenset(p for p in diag.plugins if p)
+        record.plugins = sorted(plugins)
+        self.cycles.append(record)
+        with self._cond:
+            qp.last_was_error, qp.last_message = False, message
+            record.queue = self.queue.add_unschedulable(qp, self.clock.now(), plugins)
+            trace = self.traces.get(qp.uid)
+            if trace is not None:
+                trace.message = message
+                if nominate is not None:
+                    trace.nominated = nominate
+        self._record_event(pod, "Warning", "FailedScheduling", message)
+        self._update_status(pod, nominated=nominate, reason="Unschedulable", message=message)
+
+    # ---- preemption (PostFilter) -----------------------------------------------------------------------------
+
+    def _preempt(self, pod: PodRecord, snap: Snapshot, diag: Diagnosis,
+                 nominated: Mapping[str, list[PodRecord]]) -> tuple[str, str | None, dict[str, Any]]:
+        """DefaultPreemption: (PostFilter message, nominatedNodeName to set or None to leave
+        unchanged, a record for reports). Victims are deleted here."""
+        now = self.clock.now()
+        prec: dict[str, Any] = {"candidates": {}, "extenders": [], "chosen": "", "victims": []}
+        if pod.preemption_policy == "Never":
+            prec["result"] = "not eligible"
+            return "preemption: not eligible due to preemptionPolicy=Never.", None, prec
+        if pod.nominated_node_name:
+            st = diag.statuses.get(pod.nominated_node_name)
+            node = snap.get(pod.nominated_node_name)
+            if (st is None or st.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE) and node is not None and any(
+                    p.deleting and p.priority < pod.priority for p in node.pods.values()):
+                prec["result"] = "not eligible"
+                return "preemption: not eligible due to a terminating pod on the nominated node.", None, prec
+        bound = [p for n in snap.nodes.values() for p in n.pods.values()]
+        pdbs: list[PDB] = pdbs_from(self.pdb_objects, bound)
+        dry = find_candidates(pod, snap, diag.statuses, lambda p, work, only: self._fits(p, work, nominated, only), pdbs,
+                              self.rng, now, absent_are_candidates=self.cfg.absent_nodes_are_candidates,
+                              min_pct=self.cfg.min_candidate_nodes_percentage,
+                              min_abs=self.cfg.min_candidate_nodes_absolute)
+        prec["candidates"] = {c.node: [v.key for v in c.victims] for c in dry.candidates}
+        if not dry.candidates:
+            if dry.errors:
+                prec["result"] = "error"
+                return "preemption: " + aggregate(dry.errors), None, prec
+            prec["result"] = "no candidates"
+            return "preemption: " + fit_error_message(len(snap.nodes), dry.statuses), "", prec
+        rounds: list[ExtenderRound] = []
+        candidates, error = call_extenders(pod, dry.candidates, self.extenders, snap, rounds)
+        prec["extenders"] = [r.__dict__ for r in rounds]
+        if candidates is None:
+            prec["result"] = "extender error"
+            return "preemption: " + error, None, prec
+        best: Candidate | None = pick_one_node(candidates, self.rng, now)
+        if best is None:
+            prec["result"] = "vetoed"
+            return "preemption: no candidate node for preemption", None, prec
+        prec["result"], prec["chosen"] = "preempted", best.node
+        prec["victims"] = [v.key for v in best.victims]
+        self._prepare_candidate(pod, best)
+        return "", best.node, prec
+
+    def _prepare_candidate(self, pod: PodRecord, best: Candidate) -> None:
+        """``prepareCandidate``: delete the victims, clear lower-priority nominations to the node."""
+        for victim in best.victims:
+            with self._cond:
+                trace = self.traces.get(victim.uid)
+                if trace is not None:
+                    trace.state, trace.preempted_by = "preempted", pod.key
+                else:
+                    self.traces[victim.uid] = PodTrace(victim.key, victim.uid, victim.priority, self.clock.now(),
+                                                       state="preempted", node=best.node, preempted_by=pod.key,
+                                                       requests=dict(victim.requests))
+            self._record_event(victim, "Normal", "Preempted", f"Preempted by pod {pod.uid} on node {best.node}")
+            self.cluster.delete_pod(victim.namespace, victim.name)
+        with self._cond:
+            lower = [x.record for x in self.queue.nominated_to(best.node)
+                     if x.priority < pod.priority and x.uid != pod.uid and x.state not in (q.IN_FLIGHT, q.BINDING)]
+        for other in lower:
+            self._update_status(other, nominated="")
+
+    # ---- binding cycle (one thread per pod) ---------------------------------------------------------------------
+
+    def _binding_cycle(self, qp: q.QueuedPod, pod: PodRecord, host: str) -> None:
+        error = ""
+        bound_by = "DefaultBinder"
+        try:
+            handled = False
+            for ext in self.extenders:
+                if not ext.spec.is_binder or not ext.spec.is_interested(pod.raw):
+                    continue
+                try:
+                    ext.bind(pod.raw, host)
+                    bound_by = ext.name
+                except ExtenderError as exc:
+                    if ext.spec.ignorable and self.cfg.ignorable_bind:
+                        log.info("Skipping extender in bind as it returned error %r and has ignorable flag set", exc)
+                        continue
+                    error = str(exc)
+                handled = True
+                break
+            if not handled:
+                self.cluster.bind(pod.namespace, pod.name, pod.uid, host)
+            elif not error and self.mirror_extender_binds:
+                self.cluster.bind(pod.namespace, pod.name, pod.uid, host)
+        except Exception as exc:  # noqa: BLE001 - a WriteError from the cluster, or a transport surprise
+            error = str(exc) or type(exc).__name__
+        try:
+            if error:
+                self._binding_failed(qp, pod, host, error)
+            else:
+                self._binding_done(pod, host, bound_by)
+        finally:
+            with self._cond:
+                self._binding -= 1
+                self._cond.notify_all()
+
+    def _binding_done(self, pod: PodRecord, host: str, bound_by: str) -> None:
+        with self._cond:
+            self.binds += 1
+            trace = self.traces.get(pod.uid)
+            if trace is not None:
+                trace.bound_by = bound_by
+                if trace.state == "pending":
+                    trace.state, trace.node = "bound", host
+                if trace.bound_at is None:
+                    trace.bound_at = self.clock.now()
+                trace.node = trace.node or host
+            hooks = list(self.on_bound)
+        self._record_event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host}")
+        if trace is not None:
+            for hook in hooks:
+                hook(trace)
+
+    def _binding_failed(self, qp: q.QueuedPod, pod: PodRecord, host: str, error: str) -> None:
+        """``handleBindingCycleError`` (§5.3)."""
+        with self._cond:
+            self.bind_failures += 1
+            self.cache.forget(pod.uid)
+            self._event(q.ASSIGNED_POD_DELETE)
+        current = self.cluster.get_pod(pod.namespace, pod.name)
+        self._record_event(pod, "Warning", "FailedScheduling", error)
+        if current is None or pod_uid(current) != pod.uid:
+            return
+        if (current.get("spec") or {}).get("nodeName"):
+            return  # bound anyway (e.g. the extender bound it but the reply failed): not requeued
+        with self._cond:
+            qp.last_was_error, qp.last_message = True, error
+            self.queue.requeue_after_error(qp, self.clock.now())
+            trace = self.traces.get(pod.uid)
+            if trace is not None:
+                trace.message = error
+        self._update_status(pod, nominated="", reason="SchedulerError", message=error)
+
+    # ---- writes to the cluster (never with the lock held) ----------------------------------------------------------
+
+    def _update_status(self, pod: PodRecord, *, nominated: str | None = None, reason: str = "",
+                       message: str = "") -> None:
+        """Patch status.nominatedNodeName (None: leave it) and the PodScheduled=False condition,
+        only when something changes (``updatePod``)."""
+        current = self.cluster.get_pod(pod.namespace, pod.name)
+        if current is None or pod_uid(current) != pod.uid or (current.get("spec") or {}).get("nodeName"):
+            return
+        status = current.setdefault("status", {})
+        changed = False
+        if nominated is not None and (status.get("nominatedNodeName") or "") != nominated:
+            if nominated:
+                status["nominatedNodeName"] = nominated
+            else:
+                status.pop("nominatedNodeName", None)
+            changed = True
+        if reason:
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+            new = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+            if old is None or any(old.get(k) != v for k, v in new.items()):
+                new["lastTransitionTime"] = iso(self.clock.now())
+                status["conditions"] = conditions + [new]
+                changed = True
+        if changed:
+            self.cluster.add_pod(current)
+
+    def _record_event(self, pod: PodRecord, type_: str, reason: str, message: str) -> None:
+        with self._cond:
+            self.events.append({"time": self.clock.now(), "pod": pod.key, "type": type_, "reason": reason,
+                                "message": message})
+        recorder = getattr(self.cluster, "record_event", None)
+        if recorder is not None:
+            recorder(pod.raw, type_=type_, reason=reason, message=message)
+
+    # ---- views -------------------------------------------------------------------------------------------------------
+
+    def pending(self) -> list[q.QueuedPod]:
+        with self._cond:
+            return [qp for qp in self.queue.pods.values() if qp.state != q.BINDING]
+
+    def close(self) -> None:
+        """Stop the prioritize worker threads (the cluster subscription stays: a MemoryCluster has
+        no per-sink unsubscribe)."""
+        self._executor.shutdown(wait=False)

@@ -1,0 +1,164 @@
+"""``kube-extender simulate`` on the embedded demo cluster with the shipped sample workload.
+
+The subcommand is built from ``extender.sim.cli.add_parser``/``run`` exactly as ``extender.cli``
+wires it (a parser with subcommands, and a :class:`Wiring` of the layers above the simulator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from werkzeug.serving import make_server
+
+from extender.app import create_app
+from extender.cli import scheduler_entry
+from extender.cluster.memory import MemoryCluster
+from extender.cluster.objects import ClusterFileError
+from extender.config.model import ConfigError, load_config
+from extender.sim import cli as sim_cli
+
+WIRING = sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
+                        load_cluster=lambda path: MemoryCluster.from_file(path) if path else MemoryCluster.demo(),
+                        user_errors=(ConfigError, ClusterFileError))
+
+
+def simulate(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="kube-extender")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim_cli.add_parser(sub)
+    args = parser.parse_args(["simulate", *argv])
+    assert args.command == "simulate"
+    return sim_cli.run(args, WIRING)
+
+
+def test_simulate_the_sample_workload_on_the_demo_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert simulate("--out", str(tmp_path)) == 0
+    out, err = capsys.readouterr()
+    assert "Bound (" in out and "Pending (1):" in out and "Preempted (1):" in out
+    assert "ml/trainer-1" in out and "Insufficient example.com/gpu" in out
+    assert "Utilization (managed resources from extender /debug/snapshot)" in out
+    assert "[simulate]" in err  # progress/announcement on stderr
+
+    report = json.loads((tmp_path / "report.json").read_text())
+    bound = {b["pod"]: b["node"] for b in report["bound"]}
+    # binpacking: both inference pods on the fullest GPU node; the batch jobs fill gpu-node-2
+    assert bound["ml/infer-0"] == bound["ml/infer-1"] == "gpu-node-1"
+    assert bound["ml/trainer-0"] == "gpu-node-2"
+    # the high-priority pod preempted the low-priority batch pod through the extender's preempt verb
+    assert bound["ml/urgent"] == "gpu-node-3"
+    assert report["preempted"] == [{"pod": "ml/batch-low-1", "node": "gpu-node-3", "by": "ml/urgent"}]
+    (preemption,) = report["preemptions"]
+    assert set(preemption["candidates"]) == {"gpu-node-3", "cpu-node-1"}
+    assert preemption["extenders"][0]["kept"] == {"gpu-node-3": ["6d656d6f-0000-4000-8000-0000000000b1"]}
+    # a GPU-only shortage never reaches the preempt verb (§13.4): trainer-1 stays pending
+    (pending,) = report["pending"]
+    assert pending["pod"] == "ml/trainer-1" and "Insufficient example.com/gpu" in pending["reason"]
+    assert {c["pod"] for c in report["completed"]} == {"ml/batch-0", "ml/batch-1", "ml/batch-2"}
+    assert report["utilization"]["discrepancies"] == []
+    assert report["utilization"]["totals"]["example.com/gpu"]["display"] == "8/10"
+    assert report["latency"]["filter"]["calls"] > 0 and report["latency"]["preempt"]["calls"] == 1
+
+    root = ET.parse(tmp_path / "utilization.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "gpu-node-1" in texts and "cpu-node-1" in texts and "4/4 (100%)" in texts
+    assert "7 bound · 1 pending · 1 preempted · 3 completed" in texts
+    assert (tmp_path / "report.txt").read_text() == out[: len((tmp_path / "report.txt").read_text())]
+
+
+def test_simulate_is_deterministic_for_a_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert simulate("--out", str(tmp_path / "a"), "--seed", "3", "--quiet") == 0
+    assert simulate("--out", str(tmp_path / "b"), "--seed", "3", "--quiet", "--version", "1.29") == 0
+    out = capsys.readouterr().out
+    assert out.count("12 pods: 7 bound, 1 pending, 1 preempted, 3 completed") == 2
+    a = json.loads((tmp_path / "a" / "report.json").read_text())
+    b = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert a["bound"] == b["bound"] or {x["pod"] for x in a["bound"]} == {x["pod"] for x in b["bound"]}
+    assert b["summary"]["version"] == "1.29"
+
+
+def test_simulate_reports_bad_input_by_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "w.yaml"
+    bad.write_text("pods:\n  - name: ok\n  - name: broken\n    requests: {cpu: lots}\n")
+    assert simulate("--workload", str(bad), "--out", str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert f"{bad} entry 2 (broken): requests.cpu:" in err and "not a Kubernetes quantity" in err
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\nextender: {weight: 0}\n")
+    assert simulate("--config", str(cfg), "--out", str(tmp_path)) == 1
+    assert "extender.weight" in capsys.readouterr().err
+    assert simulate("--cluster", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)) == 1
+    assert "missing.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_simulate_a_custom_cluster_in_real_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("""apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: v1
+kind: Node
+metadata: {name: box, labels: {kubernetes.io/hostname: box}}
+status:
+  allocatable: {cpu: "4", memory: 8Gi, pods: "10", example.com/gpu: "1"}
+""")
+    workload = tmp_path / "w.yaml"
+    workload.write_text("""- {name: first, priorityClassName: low, requests: {example.com/gpu: 1}, deleteAfter: 0.3}
+- {name: second, priorityClassName: low, requests: {example.com/gpu: 1}, arrival: 0.1}
+""")
+    assert simulate("--cluster", str(cluster), "--workload", str(workload), "--out", str(tmp_path / "o"),
+                    "--real-time", "--quiet") == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert [c["pod"] for c in report["completed"]] == ["default/first"]
+    (second,) = report["bound"]
+    assert second["pod"] == "default/second" and second["attempts"] >= 2
+    assert 0.3 <= report["summary"]["virtualSeconds"] < 5  # wall-clock seconds in --real-time
+
+
+@pytest.fixture
+def served_extender() -> Iterator[str]:
+    """kube-extender over real HTTP (werkzeug, threaded) on the demo cluster."""
+    app = create_app(load_config(None), source=MemoryCluster.demo())
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/scheduler"
+    server.shutdown()
+
+
+def test_simulate_against_an_extender_url(tmp_path: Path, served_extender: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Over HTTP the extender serves its own copy of the cluster: it never sees the simulator's
+    workload pods, so its binds of them fail and those pods are retried (documented). The
+    cluster's own pending pods (trainer-0/1) do exist on both sides and bind normally."""
+    assert simulate("--extender", served_extender, "--out", str(tmp_path), "--quiet") == 0
+    report: dict[str, Any] = json.loads((tmp_path / "report.json").read_text())
+    assert report["extenders"][0]["urlPrefix"] == served_extender
+    assert report["latency"]["filter"]["calls"] > 0 and report["latency"]["bind"]["calls"] > 0
+    assert report["latency"]["bind"]["errors"] == report["summary"]["bindFailures"] > 0
+    bound = {b["pod"]: b for b in report["bound"]}
+    assert bound["ml/trainer-0"]["boundBy"] == served_extender
+    assert report["utilization"]["source"] == "extender /debug/snapshot"
+
+
+def test_png_is_written_when_cairosvg_is_importable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import types
+
+    rendered: list[bytes] = []
+
+    def svg2png(bytestring: bytes, write_to: str) -> None:
+        rendered.append(bytestring)
+        Path(write_to).write_bytes(b"\x89PNG fake")
+
+    monkeypatch.setitem(__import__("sys").modules, "cairosvg", types.SimpleNamespace(svg2png=svg2png))
+    assert simulate("--out", str(tmp_path), "--quiet") == 0
+    assert (tmp_path / "utilization.png").exists() and rendered[0].startswith(b"<svg")
+    assert "utilization.png" in capsys.readouterr().out

@@ -1,0 +1,184 @@
+"""Queue behaviour around extenders (extender-protocol.md §5.3, §7, §13.6, §13.8), in virtual time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_node, make_pod
+from simkit import FakeExtender, OurServer, scheduler_for
+
+from extender.cluster.memory import MemoryCluster
+from extender.sim.client import CallableTransport
+from extender.sim.config import SchedulerConfig, SimConfigError
+from extender.sim.workload import parse_workload
+
+
+class Switch:
+    """A fake extender's mood: rejects every node until ``open``."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    def __call__(self, pod: Any, node: str) -> bool:
+        return self.open
+
+
+def entry(url: str = "http://fake.test/ext", **extra: Any) -> dict[str, Any]:
+    return {"urlPrefix": url, "filterVerb": "filter", "nodeCacheCapable": True, **extra}
+
+
+def bound_at(scheduler: Any, key: str) -> float | None:
+    trace = next(t for t in scheduler.traces.values() if t.key == key)
+    return None if trace.bound_at is None else trace.bound_at - scheduler.clock.start
+
+
+@pytest.mark.parametrize("version, expected", [("1.30", 5.0), ("1.29", 330.0)])
+def test_pod_rejected_by_extender_and_in_tree_plugin_requeue(version: str, expected: float) -> None:
+    """#122019: rejected by NodeAffinity on one node and by the extender on the other. 1.30 moves
+    it on any cluster event (the ``Extender`` pseudo-plugin); 1.29 waits for a node event - an
+    unrelated pod does not count - or the 5-minute flush (ticks every 30 s: t=330)."""
+    nodes = [make_node("a1").labels(zone="a").obj(), make_node("b1").labels(zone="b").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes))
+    switch = Switch()
+    fake = FakeExtender("ext", [switch], node_cache_capable=True)
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(fake))], version=version)
+    pod = make_pod("picky").obj()
+    pod["spec"]["nodeSelector"] = {"zone": "a"}
+    cluster.add_pod(pod)
+
+    def event() -> None:
+        switch.open = True
+        cluster.add_pod(make_pod("unrelated").obj())
+
+    scheduler.at(scheduler.clock.now() + 5, "extender changes its mind; an unrelated pod arrives", event)
+    scheduler.run()
+    first = scheduler.cycles[0]
+    assert first.outcome == "unschedulable"
+    assert first.message == ("0/2 nodes are available: 1 extender failed: ext, 1 node(s) didn't match Pod's node "
+                             "affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found "
+                             "for incoming pod, 1 Preemption is not helpful for scheduling..")
+    assert first.plugins == (["Extender", "NodeAffinity"] if version == "1.30" else ["NodeAffinity"])
+    assert first.queue == "unschedulable"
+    assert bound_at(scheduler, "default/picky") == expected
+
+
+@pytest.mark.parametrize("version, expected, attempts", [("1.29", 7.0, 4), ("1.30", 330.0, 2)])
+def test_pod_rejected_only_by_an_extender(version: str, expected: float, attempts: int) -> None:
+    """1.29: no rejector recorded -> backoffQ, retried at 1, 3, 7 s (backoff 1 s doubling).
+    1.30: ``Extender`` recorded -> unschedulable pool; no cluster event here -> 5-minute flush."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    switch = Switch()
+    fake = FakeExtender("ext", [switch], node_cache_capable=True)
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(fake))], version=version,
+                              stop_when_settled=False, max_virtual_seconds=400)
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.at(scheduler.clock.now() + 5, "the extender changes its mind without a cluster event",
+                 lambda: setattr(switch, "open", True))
+    scheduler.run()
+    assert bound_at(scheduler, "default/p") == expected
+    assert len(scheduler.cycles) == attempts
+    assert scheduler.cycles[0].queue == ("backoff" if version == "1.29" else "unschedulable")
+    times = [round(c.time - scheduler.clock.start, 3) for c in scheduler.cycles]
+    assert times == ([0.0, 1.0, 3.0, 7.0] if version == "1.29" else [0.0, 330.0])
+
+
+def test_extender_unreachable_backs_off_and_recovers() -> None:
+    """§13.6: connection errors are scheduling Errors: backoffQ, retried until the extender is back."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    state = {"up": False}
+
+    def handler(verb: str, args: Any) -> Any:
+        if not state["up"]:
+            raise ConnectionRefusedError("dial tcp 10.0.0.9:8888: connect: connection refused")
+        return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(handler))])
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.at(scheduler.clock.now() + 4, "extender back", lambda: state.update(up=True))
+    scheduler.run()
+    outcomes = [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles]
+    assert outcomes == [(0, "error"), (1, "error"), (3, "error"), (7, "scheduled")]
+    assert "connection refused" in scheduler.cycles[0].message
+    assert scheduler.cycles[0].message.startswith('Post "http://fake.test/ext/filter": ')
+    assert bound_at(scheduler, "default/p") == 7.0
+
+
+def test_bind_error_after_the_pod_was_bound_is_not_requeued() -> None:
+    """§5.3: the binder wrote the Binding but its reply says error: the pod has spec.nodeName, so
+    it is not requeued; the assumed pod is forgotten and the watch accounts it."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+
+    def binder(ns: str, name: str, uid: str, node: str) -> None:
+        cluster.bind(ns, name, uid, node)
+        raise RuntimeError("context deadline exceeded")
+
+    fake = FakeExtender("b", binder=binder)
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://b.test/", "bindVerb": "bind"}, CallableTransport(fake))])
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.run()
+    assert scheduler.bind_failures == 1 and len(scheduler.cycles) == 1
+    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    assert [p.key for p in scheduler.cache.snapshot().get("n1").pods.values()] == ["default/p"]  # type: ignore[union-attr]
+    assert not scheduler.pending()
+
+
+def test_bind_error_requeues_with_backoff_and_retries() -> None:
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    calls = {"n": 0}
+
+    def binder(ns: str, name: str, uid: str, node: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("try again")
+        cluster.bind(ns, name, uid, node)
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://b.test/", "bindVerb": "bind"},
+                                         CallableTransport(FakeExtender("b", binder=binder)))])
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.run()
+    assert scheduler.bind_failures == 1 and [c.outcome for c in scheduler.cycles] == ["scheduled", "scheduled"]
+    assert round(scheduler.cycles[1].time - scheduler.clock.start) == 1  # backoffQ, 1 s
+    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+
+
+def test_gated_pods_wait_for_their_gates() -> None:
+    """§13.8: schedulingGates keep a pod out of the queues (PreEnqueue) until the list is empty."""
+    ours = OurServer([make_node("n1").alloc(gpu=2).obj()])
+    scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)])
+    workload = parse_workload({"pods": [
+        {"name": "gated", "requests": {"example.com/gpu": 1}, "gates": ["example.com/quota"], "ungateAfter": 5},
+        {"name": "forever", "requests": {"example.com/gpu": 1}, "gates": ["example.com/never"]},
+    ]})
+    workload.install(scheduler, ours.cluster)
+    scheduler.run()
+    assert [c.pod for c in scheduler.cycles] == ["default/gated"]
+    assert bound_at(scheduler, "default/gated") == 5.0
+    forever = next(t for t in scheduler.traces.values() if t.key == "default/forever")
+    assert forever.state == "pending" and forever.gated and forever.attempts == 0
+    assert ours.calls("filter") and all(c.json()["Pod"]["metadata"]["name"] == "gated" for c in ours.calls("filter"))
+
+
+def test_scheduler_side_validation_matches_kube_scheduler() -> None:
+    def problems(*extenders: dict[str, Any]) -> list[str]:
+        with pytest.raises(SimConfigError) as info:
+            SchedulerConfig.from_dict({"extenders": list(extenders)})
+        return [f"{p}: {m}" for p, m in info.value.problems]
+
+    assert problems({"urlPrefix": "u", "prioritizeVerb": "p"}) == [
+        "extenders[0].weight: must have a positive weight applied to it"]
+    assert problems({"urlPrefix": "a", "bindVerb": "b"}, {"urlPrefix": "b", "bindVerb": "b"}) == [
+        'extenders: Invalid value: "found 2 extenders implementing bind": only one extender can implement bind']
+    bad = problems({"urlPrefix": "a", "managedResources": [{"name": "cpu"}, {"name": "nvidia.com/"},
+                                                             {"name": "kubernetes.io/foo"}]})
+    assert len(bad) == 3 and all("invalid extended resource name" in p for p in bad)
+    assert problems({"urlPrefix": "a", "managedResources": [{"name": "example.com/gpu"}]},
+                    {"urlPrefix": "b", "managedResources": [{"name": "example.com/gpu"}]}) == [
+        "extenders[1].managedResources[0].name: duplicate extender managed resource name"]
+    cfg = SchedulerConfig.from_dict({"extenders": [
+        {"urlPrefix": "first", "ignorable": True}, {"urlPrefix": "second"},
+        {"urlPrefix": "third", "managedResources": [{"name": "example.com/gpu", "ignoredByScheduler": True},
+                                                    {"name": "example.com/fpga"}]}]})
+    assert [e.url_prefix for e in cfg.ordered] == ["second", "third", "first"]
+    assert cfg.ignored_resources == {"example.com/gpu"}
+    assert cfg.extenders[0].timeout == 5.0  # httpTimeout 0 -> DefaultExtenderTimeout
