@@ -88,7 +88,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     def verb_filter() -> Response:
         t0 = time.perf_counter()
         body = wire.decode(read_body())
-        args = wire.load(_FILTER_ARGS, body)
+        args = wire.load_extender_args(_FILTER_ARGS, body)
         names = wire.node_names_of(args)
         pod = _pod_label(args)
         try:
@@ -107,7 +107,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     def verb_prioritize() -> Response:
         t0 = time.perf_counter()
         body = wire.decode(read_body())
-        args = wire.load(_FILTER_ARGS, body)
+        args = wire.load_extender_args(_FILTER_ARGS, body)
         names = wire.node_names_of(args)
         pod = _pod_label(args)
         try:

@@ -64,6 +64,23 @@ def load(schema: Schema, data: Any) -> dict[str, Any]:
         raise BadRequest("; ".join(problems), problems) from exc
 
 
+_ARGS_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
+
+
+def load_extender_args(schema: Schema, data: Any) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends it with ``nodeCacheCapable: true`` (exact keys,
+    ``Nodes: null``, a list of names) is checked inline - the same checks the schema makes, in
+    one pass; any other shape (other key case, full Node objects, anything malformed) goes
+    through the schema, which names the problem."""
+    if type(data) is dict and data.keys() <= _ARGS_KEYS and data.get("Nodes") is None:
+        pod, names = data.get("Pod"), data.get("NodeNames")
+        meta = pod.get("metadata") if type(pod) is dict else None
+        if (type(meta) is dict and type(meta.get("name")) is str and meta["name"]
+                and type(names) is list and all(type(n) is str for n in names)):
+            return {"Pod": pod, "Nodes": None, "NodeNames": names}
+    return load(schema, data)
+
+
 def node_names_of(args: Mapping[str, Any]) -> list[str]:
     """The candidate names: ``NodeNames`` when sent (nodeCacheCapable: true), else the names of
     ``Nodes.items``."""

@@ -161,7 +161,7 @@ class Engine:
             rejected = dict.fromkeys(node_names, st)
         else:
             candidates = []
-            get = snapshot.get
+            get = snapshot.getter()
             held = self.cache.nominated_nodes()
             for name in node_names:
                 info = get(name)
@@ -179,11 +179,13 @@ class Engine:
                 outcome.error = errors[0].message
         if not outcome.error:
             outcome.feasible = feasible
+            unresolvable, failed = outcome.unresolvable, outcome.failed
             for name, s in rejected.items():
+                text = s.reasons[0] if len(s.reasons) == 1 else s.message
                 if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    outcome.unresolvable[name] = s.message
+                    unresolvable[name] = text
                 else:
-                    outcome.failed[name] = s.message
+                    failed[name] = text
             if not feasible and fw.post_filter_plugins:
                 nominated, pst = fw.run_post_filter(state, pod, rejected)
                 if pst.code is Code.ERROR:
@@ -191,7 +193,14 @@ class Engine:
                 outcome.nominated = nominated if pst.ok else None
         if not feasible and not outcome.error and rejected:
             self._explain_rejection(raw_pod, pod, rejected)
-        self._count("filter", rejected, len(feasible))
+        if outcome.error:
+            self._count("filter", rejected, len(feasible))
+        elif self.metrics is not None:
+            decisions = self.metrics.decisions
+            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", len(outcome.failed)),
+                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", len(outcome.unresolvable))):
+                if n:
+                    decisions.labels("filter", status).inc(n)
         self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, rejected,
                                              outcome="error" if outcome.error else
                                              ("feasible" if feasible else "unschedulable"),
