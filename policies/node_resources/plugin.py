@@ -31,6 +31,7 @@ class NodeResources:
         self.handle = handle
         self.most_allocated = args.strategy == "MostAllocated"
         self.weights = dict(args.weights) or {r: 1 for r in handle.managed_resources}
+        self._rejections: dict[tuple[logic.Lack, str, int, int, int | None], Status] = {}
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The hot path (every candidate node): an inlined ``logic.check_fit`` that builds nothing
@@ -49,10 +50,20 @@ class NodeResources:
         return _OK
 
     def _reject(self, lack: logic.Lack, resource: str, need: int, free: int, alloc: int | None) -> Status:
+        """Statuses are immutable and nodes repeat the same numbers (full nodes, no devices), so
+        one Status per distinct shortage is shared (bounded cache)."""
+        key = (lack, resource, need, free, alloc)
+        cached = self._rejections.get(key)
+        if cached is not None:
+            return cached
         shortage = logic.Shortage(resource, lack, need, free, alloc)
         code = Code.UNSCHEDULABLE if lack is logic.Lack.INSUFFICIENT else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         detail: Callable[[], str] = lambda: shortage.detail  # noqa: E731 - formatted only when explained
-        return Status(code, (shortage.reason,), NAME, detail)
+        status = Status(code, (shortage.reason,), NAME, detail)
+        if len(self._rejections) >= 4096:
+            self._rejections.clear()
+        self._rejections[key] = status
+        return status
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         return logic.allocation_score(pod.requests, node.allocatable, node.requested, self.weights,

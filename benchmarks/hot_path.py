@@ -1,0 +1,817 @@
+#!/usr/bin/env python3
+"""Hot-path benchmark: filter + prioritize against a 5,000-node GPU cluster.
+
+    python benchmarks/hot_path.py            # default run (~2-3 minutes)
+    python benchmarks/hot_path.py --quick    # smoke run (< 30 s, smaller cluster)
+    python benchmarks/hot_path.py --profile  # also cProfile engine.filter at 500 names
+
+What it does (a script that prints figures, not a test: a missed target still exits 0; exit 1 only
+when a part could not produce figures, e.g. the server failed to start or a verb answered an error):
+
+1. Generates a deterministic (seeded) cluster: N nodes, 0/2/4/8 ``example.com/gpu`` each, with
+   realistic labels, taints, conditions, addresses and nodeInfo, plus about 2 running pods per
+   node (GPU pods packed onto GPU nodes, cpu-only pods everywhere). Writes it as a multi-document
+   YAML cluster file into a temporary directory.
+2. In process: ``create_app`` over a ``MemoryCluster`` of the same objects; times filter,
+   prioritize and the pair, both through the Flask test client (wire decode + schema + engine +
+   reply encoding) and directly on ``Engine.filter`` / ``Engine.prioritize``.
+3. Over HTTP: ``kube-extender serve --cluster FILE`` (gunicorn, one gthread worker) as a
+   subprocess; the pair over one persistent HTTP/1.1 keep-alive connection with pre-serialized
+   compact JSON bodies, as kube-scheduler sends them; then the server's resident memory
+   (gunicorn master + worker) from /proc.
+4. If ``wrk`` is on PATH: a 5 s ``wrk`` load of filter at 500 names.
+
+Like kube-scheduler, prioritize is sent only the names filter kept (the feasible ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import http.client
+import json
+import math
+import os
+import platform
+import pstats
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from io import StringIO
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+GPU = "example.com/gpu"
+SEED = 20260101
+TARGET_MS = 2.0           # the target: HTTP filter+prioritize at 500 names, median well under 2 ms
+WELL_UNDER_MS = 1.0       # "well under" = at most half the budget
+PATH_PREFIX = "/scheduler"
+
+# ---------------------------------------------------------------------------------------------
+# cluster generation
+# ---------------------------------------------------------------------------------------------
+
+# (weight, gpus, cpu cores, memory GiB, instance type, gpu product)
+NODE_SHAPES = [
+    (0.25, 0, 16, 64, "m6i.4xlarge", None),
+    (0.15, 0, 32, 128, "m6i.8xlarge", None),
+    (0.15, 2, 32, 256, "g5.12xlarge", "NVIDIA-A10G"),
+    (0.20, 4, 48, 384, "g6e.12xlarge", "NVIDIA-L40S"),
+    (0.25, 8, 96, 1152, "p4de.24xlarge", "NVIDIA-A100-SXM4-80GB"),
+]
+ZONES = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]
+PRIORITY_CLASSES = {"batch-low": 100, "training": 1000, "inference": 5000, "system-node-critical": 2000001000}
+TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _ts(rng: random.Random, day_lo: int, day_hi: int) -> str:
+    d = rng.randint(day_lo, day_hi)
+    return f"2026-{1 + d // 28:02d}-{1 + d % 28:02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:" \
+           f"{rng.randint(0, 59):02d}Z"
+
+
+def _uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _suffix(rng: random.Random, n: int = 5) -> str:
+    return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+
+
+def make_node(rng: random.Random, i: int) -> dict[str, Any]:
+    r = rng.random()
+    acc = 0.0
+    shape = NODE_SHAPES[-1]
+    for s in NODE_SHAPES:
+        acc += s[0]
+        if r < acc:
+            shape = s
+            break
+    _, gpus, cpu, mem_gi, itype, product = shape
+    name = f"ip-10-{(i >> 8) & 255}-{i & 255}-{rng.randint(1, 254)}.ec2.internal"
+    zone = ZONES[i % len(ZONES)]
+    pool = f"{'gpu' if gpus else 'cpu'}-{itype.split('.')[0]}"
+    labels = {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "kubernetes.io/hostname": name,
+        "node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/region": "us-east-1",
+        "topology.kubernetes.io/zone": zone, "karpenter.sh/nodepool": pool,
+        "karpenter.sh/capacity-type": "on-demand" if rng.random() < 0.7 else "spot",
+    }
+    if gpus:
+        labels.update({"nvidia.com/gpu.product": str(product), "nvidia.com/gpu.count": str(gpus),
+                       "nvidia.com/gpu.present": "true"})
+    created = _ts(rng, 0, 20)
+    heartbeat = "2026-03-02T10:14:50Z"
+    ready = rng.random() >= 0.01              # ~1% of nodes NotReady
+    conditions = [
+        {"type": t, "status": "False", "lastHeartbeatTime": heartbeat, "lastTransitionTime": created,
+         "reason": f"KubeletHasSufficient{k}", "message": f"kubelet has sufficient {k.lower()} available"}
+        for t, k in (("MemoryPressure", "Memory"), ("DiskPressure", "Disk"), ("PIDPressure", "PID"))
+    ]
+    conditions.append({"type": "Ready", "status": "True" if ready else "Unknown", "lastHeartbeatTime": heartbeat,
+                       "lastTransitionTime": created, "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                       "message": "kubelet is posting ready status" if ready else
+                       "Kubelet stopped posting node status."})
+    ip = f"10.{(i >> 8) & 255}.{i & 255}.{rng.randint(1, 254)}"
+    mem_ki = mem_gi * 1024 * 1024
+    capacity = {"cpu": str(cpu), "ephemeral-storage": "203070420Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+                "memory": f"{mem_ki}Ki", "pods": "110"}
+    allocatable = {"cpu": f"{cpu * 1000 - 90 - cpu * 10}m", "ephemeral-storage": "186052146878",
+                   "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": f"{mem_ki - 1_600_000}Ki", "pods": "110"}
+    if gpus:
+        capacity[GPU] = str(gpus)
+        allocatable[GPU] = str(gpus)
+    spec: dict[str, Any] = {"podCIDR": f"100.64.{i % 256}.0/24", "podCIDRs": [f"100.64.{i % 256}.0/24"],
+                            "providerID": f"aws:///{zone}/i-0{rng.getrandbits(64):016x}"}
+    if gpus:
+        spec["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    if not ready:
+        spec.setdefault("taints", []).append({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                                              "timeAdded": heartbeat})
+    if rng.random() < 0.005:                  # a few cordoned nodes
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": _uid(rng), "creationTimestamp": created, "labels": labels,
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                     "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity, "allocatable": allocatable, "conditions": conditions,
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "InternalDNS", "address": name},
+                          {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": f"{rng.getrandbits(128):032x}", "systemUUID": _uid(rng),
+                         "bootID": _uid(rng), "kernelVersion": "6.1.112-124.190.amzn2023.x86_64",
+                         "osImage": "Amazon Linux 2023.6.20241121", "containerRuntimeVersion": "containerd://1.7.23",
+                         "kubeletVersion": "v1.31.2-eks-94953ac", "kubeProxyVersion": "v1.31.2-eks-94953ac",
+                         "operatingSystem": "linux", "architecture": "amd64"},
+            "images": [{"names": ["602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/pause:3.9"],
+                        "sizeBytes": 299530}],
+        },
+    }
+
+
+def make_pod(rng: random.Random, node: dict[str, Any], *, app: str, namespace: str, requests: dict[str, str],
+             priority_class: str, gpu_tolerant: bool) -> dict[str, Any]:
+    """A running pod bound to ``node``, as a Deployment's pod looks in ``kubectl get -o yaml`` minus the
+    defaulted noise (managedFields, status.conditions, terminationMessagePath, ...): the cluster file is
+    parsed by pure-Python PyYAML at start-up, so every byte per pod costs start-up time."""
+    tmpl = f"{rng.getrandbits(40):010x}"[:9]
+    name = f"{app}-{tmpl}-{_suffix(rng)}"
+    limits = {k: v for k, v in requests.items() if k in (GPU, "memory")}
+    created = _ts(rng, 21, 55)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "generateName": f"{app}-{tmpl}-", "namespace": namespace, "uid": _uid(rng),
+                     "creationTimestamp": created, "labels": {"app": app, "pod-template-hash": tmpl},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-{tmpl}",
+                                          "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {
+            "containers": [{"name": "main",
+                            "image": f"registry.example.com/{namespace}/{app}:1.{rng.randint(0, 20)}",
+                            "resources": {"requests": requests, "limits": limits}}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default", "schedulerName": "default-scheduler",
+            "tolerations": ([GPU_TOLERATION] if gpu_tolerant else []) + TOLERATIONS,
+            "priorityClassName": priority_class, "priority": PRIORITY_CLASSES[priority_class],
+            "preemptionPolicy": "PreemptLowerPriority", "nodeName": node["metadata"]["name"],
+        },
+        "status": {"phase": "Running", "qosClass": "Burstable", "hostIP": node["status"]["addresses"][0]["address"],
+                   "podIP": f"100.{64 + rng.randint(0, 63)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+                   "startTime": created},
+    }
+
+
+GPU_APPS = [("trainer", "ml", "training"), ("finetune", "ml", "training"), ("llm-serve", "inference", "inference"),
+            ("sweep", "research", "batch-low"), ("render", "batch", "batch-low")]
+CPU_APPS = [("web", "frontend", "inference"), ("api", "backend", "inference"), ("etl", "batch", "batch-low"),
+            ("node-exporter", "monitoring", "system-node-critical"), ("log-shipper", "logging", "system-node-critical"),
+            ("dataloader", "ml", "training")]
+
+
+def generate_cluster(n_nodes: int, seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    nodes = [make_node(rng, i) for i in range(n_nodes)]
+    target_pods = 2 * n_nodes
+    pods: list[dict[str, Any]] = []
+    # GPU pods: each GPU node is used 0..100% (skewed busy), in pods of 1, 2, 4 or 8 GPUs.
+    for node in nodes:
+        gpus = int(node["status"]["allocatable"].get(GPU, "0"))
+        if not gpus:
+            continue
+        used = min(gpus, round(gpus * rng.choice([0, 0.25, 0.5, 0.5, 0.75, 0.75, 1.0, 1.0, 1.0])))
+        while used > 0:
+            size = rng.choice([s for s in (1, 1, 1, 2, 2, 4, 8) if s <= used])
+            app, ns, pc = rng.choice(GPU_APPS)
+            pods.append(make_pod(rng, node, app=app, namespace=ns, priority_class=pc, gpu_tolerant=True,
+                                 requests={"cpu": str(2 * size), "memory": f"{16 * size}Gi", GPU: str(size)}))
+            used -= size
+    # cpu-only pods spread over every node until about 2 pods per node.
+    while len(pods) < target_pods:
+        node = rng.choice(nodes)
+        app, ns, pc = rng.choice(CPU_APPS)
+        pods.append(make_pod(rng, node, app=app, namespace=ns, priority_class=pc,
+                             gpu_tolerant=app in ("node-exporter", "log-shipper"),
+                             requests={"cpu": rng.choice(["100m", "250m", "500m", "1", "2"]),
+                                       "memory": rng.choice(["128Mi", "256Mi", "512Mi", "1Gi", "4Gi"])}))
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value, "globalDefault": name == "training", "preemptionPolicy": "PreemptLowerPriority"}
+               for name, value in PRIORITY_CLASSES.items()]
+    return {"Node": nodes, "Pod": pods, "PriorityClass": classes, "PodDisruptionBudget": []}
+
+
+def pending_pod() -> dict[str, Any]:
+    """The pod being scheduled: 1 GPU (as in the protocol spec's sample), not in the cluster."""
+    return {
+        "metadata": {
+            "name": "trainer-6c9f7d8b5-x2k4q", "generateName": "trainer-6c9f7d8b5-", "namespace": "ml",
+            "uid": "3f0c2b1e-8d1a-4c5e-9a77-2b6f1e0d9c11", "resourceVersion": "884211",
+            "creationTimestamp": "2026-03-02T10:15:03Z",
+            "labels": {"app": "trainer", "pod-template-hash": "6c9f7d8b5"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "trainer-6c9f7d8b5",
+                                 "uid": "0b7e9a54-1c7d-4e0e-8f51-4d2a9c3e6f10", "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "containers": [{
+                "name": "main", "image": "registry.example.com/trainer:1.4",
+                "resources": {"limits": {GPU: "1"}, "requests": {"cpu": "2", "memory": "4Gi", GPU: "1"}},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                "imagePullPolicy": "IfNotPresent",
+            }],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "tolerations": [GPU_TOLERATION] + TOLERATIONS,
+            "priority": 1000, "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def write_cluster_yaml(objects: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    docs = objects["PriorityClass"] + objects["Node"] + objects["Pod"]
+    with path.open("w") as f:
+        f.write("# Generated by benchmarks/hot_path.py (seeded; deterministic).\n")
+        yaml.dump_all(docs, f, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def go_json(obj: Any) -> bytes:
+    """Compact JSON, as Go's json.Marshal writes it (no spaces; <, >, & escaped)."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
+def args_body(pod: dict[str, Any], names: list[str]) -> bytes:
+    return go_json({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+# ---------------------------------------------------------------------------------------------
+# measurement helpers
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Series:
+    label: str
+    names: int
+    prio_names: int
+    filter_s: list[float] = field(default_factory=list)
+    prio_s: list[float] = field(default_factory=list)
+    pair_s: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100), in milliseconds."""
+    s = sorted(values)
+    k = max(1, math.ceil(q / 100 * len(s)))
+    return s[k - 1] * 1000
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def time_pairs(series: Series, do_filter: Callable[[], Any], do_prio: Callable[[Any], Any], iterations: int,
+               warmup: int) -> Series:
+    perf = time.perf_counter
+    for _ in range(warmup):
+        do_prio(do_filter())
+    for _ in range(iterations):
+        t0 = perf()
+        kept = do_filter()
+        t1 = perf()
+        do_prio(kept)
+        t2 = perf()
+        series.filter_s.append(t1 - t0)
+        series.prio_s.append(t2 - t1)
+        series.pair_s.append(t2 - t0)
+    return series
+
+
+def ignoring_arg(fn: Callable[[], Any]) -> Callable[[Any], Any]:
+    """A prioritize step whose body is pre-serialized: it ignores what filter returned."""
+    def call(_: Any) -> Any:
+        return fn()
+    return call
+
+
+def measure(series: Series, do_filter: Callable[[], Any], do_prio: Callable[[Any], Any], iterations: int,
+            warmup: int, check: Callable[[], None] | None = None) -> Series:
+    """time_pairs, with a failure (the code under test is broken, say) recorded on the series."""
+    try:
+        if check is not None:
+            check()
+        time_pairs(series, do_filter, do_prio, iterations, warmup)
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        series.error = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+    return series
+
+
+def rss_of(pid: int) -> dict[str, int]:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    out[line.split(":")[0]] = int(line.split()[1])  # kB
+    except OSError:
+        pass
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in parents.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kube_extender_cmd() -> list[str]:
+    sibling = Path(sys.executable).parent / "kube-extender"
+    if sibling.exists():
+        return [str(sibling)]
+    found = shutil.which("kube-extender")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "extender.cli"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the three parts
+# ---------------------------------------------------------------------------------------------
+
+def in_process(objects: dict[str, list[dict[str, Any]]], pod: dict[str, Any], cases: list[tuple[int, list[str]]],
+               iters: dict[int, int], warmup: int, profile: bool) -> tuple[list[Series], dict[int, list[str]], str]:
+    from extender.app import create_app
+    from extender.cluster.memory import MemoryCluster
+    from extender.config.model import default_config
+
+    t0 = time.perf_counter()
+    app = create_app(default_config(), source=MemoryCluster(objects))
+    state = app.extensions["kube_extender"]
+    engine = state.engine
+    print(f"  app built over {len(state.cache.snapshot())} cached nodes in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+    client = app.test_client()
+    fpath, ppath = f"{PATH_PREFIX}/filter", f"{PATH_PREFIX}/prioritize"
+    out: list[Series] = []
+    feasible_of: dict[int, list[str]] = {}
+    for n, names in cases:
+        # what filter keeps is what prioritize is sent (as kube-scheduler does); the state is static
+        try:
+            kept = engine.filter(pod, names).feasible
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            error = f"engine.filter raised {type(exc).__name__}: {exc}"
+            out += [Series("engine (direct)", n, 0, error=error), Series("Flask test client", n, 0, error=error)]
+            continue
+        feasible_of[n] = kept
+        fbody, pbody = args_body(pod, names), args_body(pod, kept)
+
+        def eng_filter(names: list[str] = names) -> list[str]:
+            feasible: list[str] = engine.filter(pod, names).feasible
+            return feasible
+
+        def eng_prio(kept: list[str]) -> Any:
+            return engine.prioritize(pod, kept)
+
+        def tc_post(path: str, body: bytes) -> Any:
+            r = client.post(path, data=body, content_type="application/json")
+            if r.status_code != 200:
+                raise RuntimeError(f"POST {path}: HTTP {r.status_code}: {r.get_data()[:300]!r}")
+            return r.get_data()
+
+        def tc_check(fbody: bytes = fbody, pbody: bytes = pbody, kept: list[str] = kept) -> None:
+            got = json.loads(tc_post(fpath, fbody))["NodeNames"] or []
+            if sorted(got) != sorted(kept):
+                raise RuntimeError(f"test client kept {len(got)} names, engine.filter {len(kept)}")
+            if len(json.loads(tc_post(ppath, pbody))) != len(kept):
+                raise RuntimeError("prioritize did not score every name it was sent")
+
+        out.append(measure(Series("engine (direct)", n, len(kept)), eng_filter, eng_prio, iters[n], warmup))
+        out.append(measure(Series("Flask test client", n, len(kept)),
+                           partial(tc_post, fpath, fbody), ignoring_arg(partial(tc_post, ppath, pbody)),
+                           iters[n], warmup, tc_check))
+
+    prof_text = ""
+    if profile:
+        names = cases[0][1]
+        pr = cProfile.Profile()
+        try:
+            for _ in range(20):
+                engine.filter(pod, names)
+            pr.enable()
+            for _ in range(200):
+                engine.filter(pod, names)
+            pr.disable()
+            buf = StringIO()
+            pstats.Stats(pr, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(15)
+            prof_text = (f"cProfile: 200 x engine.filter, {len(names)} names, top 15 by cumulative time "
+                         f"(profiler overhead inflates absolute times)\n" + buf.getvalue())
+        except Exception as exc:  # noqa: BLE001
+            pr.disable()
+            prof_text = f"cProfile: engine.filter raised {type(exc).__name__}: {exc}"
+    return out, feasible_of, prof_text
+
+
+class Server:
+    """``kube-extender serve --cluster FILE`` as a subprocess (gunicorn master + one worker)."""
+
+    def __init__(self, cluster_file: Path, tmp: Path) -> None:
+        self.port = free_port()
+        self.cmd = kube_extender_cmd() + ["serve", "--cluster", str(cluster_file), "--host", "127.0.0.1",
+                                          "--port", str(self.port)]
+        self.log_path = tmp / "server.log"
+        # gunicorn's control socket defaults to one shared path ($HOME/.gunicorn/gunicorn.ctl); a private
+        # XDG_RUNTIME_DIR keeps this server from taking over (or being driven through) anyone else's.
+        runtime_dir = tmp / "run"
+        runtime_dir.mkdir(mode=0o700, exist_ok=True)
+        env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime_dir)}
+        self._log = self.log_path.open("wb")
+        self.started_wall = time.time()
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        self.ready_after: float | None = None
+        self.master_parse_s: float | None = None
+        self.exit_code: int | None = None
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = self.started + timeout
+        while True:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                how = f"was killed by signal {-rc} (not sent by this script)" if rc < 0 else f"exited with {rc}"
+                raise RuntimeError(f"server {how}; log tail:\n{self.log_tail()}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"server not ready after {timeout:.0f} s; log tail:\n{self.log_tail()}")
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/readyz")
+                r = c.getresponse()
+                r.read()
+                c.close()
+                if r.status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.ready_after = time.perf_counter() - self.started
+        self._startup_from_log()
+
+    def _startup_from_log(self) -> None:
+        """Exact start-up times from the log (this script may have been busy when the server got ready):
+        the worker's "extender configured" line (ms precision) and gunicorn's "Booting worker" line
+        (1 s precision: when the master finished validating the cluster file)."""
+        text = self.log_tail(1 << 22)
+        m = re.search(r"ts=(\S+)Z level=info logger=extender\.app msg=\"extender configured\"", text)
+        if m:
+            try:
+                when = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc)
+                self.ready_after = min(self.ready_after or 1e9, max(0.0, when.timestamp() - self.started_wall))
+            except ValueError:
+                pass
+        m = re.search(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})\] \[\d+\] \[INFO\] Booting worker", text)
+        if m:
+            try:
+                self.master_parse_s = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S %z").timestamp() \
+                    - self.started_wall
+            except ValueError:
+                pass
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid] + descendants(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.exit_code = self.proc.returncode
+        self._log.close()
+
+
+def over_http(server: Server, pod: dict[str, Any], cases: list[tuple[int, list[str]]],
+              feasible_of: dict[int, list[str]], iters: dict[int, int], warmup: int) -> list[Series]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    headers = {"Content-Type": "application/json", "User-Agent": "Go-http-client/1.1", "Accept-Encoding": "gzip"}
+
+    def post(path: str, body: bytes) -> bytes:
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {resp.status}: {data[:300]!r}")
+        return data
+
+    out = []
+    try:
+        for n, names in cases:
+            fbody = args_body(pod, names)
+            series = Series("HTTP keep-alive", n, 0)
+            out.append(series)
+            try:
+                kept = json.loads(post(f"{PATH_PREFIX}/filter", fbody))["NodeNames"] or []
+                series.prio_names = len(kept)
+                if n in feasible_of and sorted(kept) != sorted(feasible_of[n]):
+                    print(f"  WARNING: the server kept {len(kept)} of {n} names, in process "
+                          f"{len(feasible_of[n])}", flush=True)
+                pbody = args_body(pod, kept)
+                if len(json.loads(post(f"{PATH_PREFIX}/prioritize", pbody))) != len(kept):
+                    raise RuntimeError("prioritize did not score every name it was sent")
+            except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+                series.error = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            measure(series, partial(post, f"{PATH_PREFIX}/filter", fbody),
+                    ignoring_arg(partial(post, f"{PATH_PREFIX}/prioritize", pbody)), iters[n], warmup)
+    finally:
+        conn.close()
+    return out
+
+
+def run_wrk(port: int, tmp: Path, body: bytes, n: int) -> str:
+    wrk = shutil.which("wrk")
+    if not wrk:
+        return "wrk: not on PATH - skipped"
+    body_file = tmp / "filter-body.json"
+    body_file.write_bytes(body)
+    script = tmp / "filter.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'local f = assert(io.open("{body_file}", "rb"))\n'
+        'wrk.body = f:read("*a")\n'
+        'f:close()\n')
+    cmd = [wrk, "-t1", "-c4", "-d5s", "--latency", "-s", str(script),
+           f"http://127.0.0.1:{port}{PATH_PREFIX}/filter"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"wrk: failed to run: {exc}"
+    text = res.stdout
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    lat = {m.group(1): m.group(2) for m in re.finditer(r"^\s+(50|75|90|99)%\s+(\S+)", text, re.M)}
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    errors = re.search(r"Socket errors:.*", text)
+    summary = (f"wrk -t1 -c4 -d5s, POST filter with {n} names: {rps.group(1) if rps else '?'} requests/s; "
+               f"latency p50 {lat.get('50', '?')}, p90 {lat.get('90', '?')}, p99 {lat.get('99', '?')}"
+               + (f"; NON-2xx responses: {non2xx.group(1)}" if non2xx else "")
+               + (f"; {errors.group(0)}" if errors else ""))
+    if res.returncode != 0 or not rps:
+        summary += f"\n  (wrk exit {res.returncode}; output: {(res.stdout + res.stderr).strip()[:500]})"
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------
+
+def mib(kb: int) -> str:
+    return f"{kb / 1024:.1f} MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=None,
+                   help="cluster size (default 5000; 600 with --quick); 2 running pods per node")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="measured pairs for the 500-name case (default 300; 60 with --quick); "
+                        "the 5,000-name case runs a fifth of that (at least 10)")
+    p.add_argument("--warmup", type=int, default=None, help="unmeasured pairs before each series (default 20)")
+    p.add_argument("--quick", action="store_true", help="fast smoke run: 600 nodes, few iterations")
+    p.add_argument("--profile", action="store_true",
+                   help="also cProfile engine.filter at 500 names and print the top 15 functions")
+    p.add_argument("--no-http", action="store_true", help="skip the HTTP part (in-process figures only)")
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (cluster YAML, server log)")
+    a = p.parse_args(argv)
+
+    n_nodes = a.nodes or (600 if a.quick else 5000)
+    it_small = a.iterations or (60 if a.quick else 300)
+    it_large = max(10, it_small // 5)
+    warmup = a.warmup if a.warmup is not None else (5 if a.quick else 20)
+    started = time.perf_counter()
+    cpus = sorted(os.sched_getaffinity(0))
+
+    print(f"hot_path benchmark - machine: nproc={os.cpu_count()} ({len(cpus)} usable), "
+          f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.machine()}, "
+          f"{platform.system()} {platform.release()}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    load_start = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    objects = generate_cluster(n_nodes, a.seed)
+    gpu_nodes = [n for n in objects["Node"] if GPU in n["status"]["allocatable"]]
+    gpu_pods = sum(1 for q in objects["Pod"] if GPU in q["spec"]["containers"][0]["resources"]["requests"])
+    total_gpus = sum(int(n["status"]["allocatable"][GPU]) for n in gpu_nodes)
+    used_gpus = sum(int(q["spec"]["containers"][0]["resources"]["requests"].get(GPU, 0)) for q in objects["Pod"])
+    print(f"  cluster: {len(objects['Node'])} nodes ({len(gpu_nodes)} with {GPU}: {total_gpus} GPUs, "
+          f"{used_gpus} in use), {len(objects['Pod'])} running pods ({gpu_pods} holding GPUs); "
+          f"generated in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    rng = random.Random(a.seed + 1)
+    all_names = [n["metadata"]["name"] for n in objects["Node"]]
+    small = min(500, len(all_names))
+    large = min(5000, len(all_names))
+    cases = [(small, rng.sample(all_names, small))]
+    if large != small:
+        cases.append((large, rng.sample(all_names, large)))
+    iters = {small: it_small, large: it_large if large != small else it_small}
+    pod = pending_pod()
+
+    tmp = Path(tempfile.mkdtemp(prefix="kube-extender-bench-"))
+    server: Server | None = None
+    http_series: list[Series] = []
+    http_error = ""
+    inproc_error = ""
+    mem: dict[str, Any] = {}
+    wrk_text = "wrk: skipped (--no-http)" if a.no_http else "wrk: skipped (HTTP part failed)"
+    try:
+        cluster_file = tmp / "cluster.yaml"
+        size_mb = 0.0
+        if not a.no_http:
+            t0 = time.perf_counter()
+            write_cluster_yaml(objects, cluster_file)
+            size_mb = cluster_file.stat().st_size / 1e6
+            print(f"  cluster YAML: {size_mb:.1f} MB, written in {time.perf_counter() - t0:.1f} s", flush=True)
+
+        print("in-process ...", flush=True)
+        try:
+            inproc, feasible_of, prof_text = in_process(objects, pod, cases, iters, warmup, a.profile)
+        except Exception as exc:  # noqa: BLE001 - create_app failed, say: the HTTP part may still tell more
+            inproc_error = f"{type(exc).__name__}: {exc}"
+            print(f"  in-process part FAILED: {inproc_error}", flush=True)
+            inproc, feasible_of, prof_text = [], {}, ""
+        del objects
+        gc.collect()
+
+        if not a.no_http:
+            print("over HTTP ...", flush=True)
+            try:
+                server = Server(cluster_file, tmp)
+                print(f"  server starting (pid {server.proc.pid}); it parses the cluster YAML twice: "
+                      f"master check, then worker load", flush=True)
+                server.wait_ready(timeout=600)
+                print(f"  server ready on 127.0.0.1:{server.port} {server.ready_after:.1f} s after start",
+                      flush=True)
+                mem["idle"] = {pid: rss_of(pid) for pid in server.pids()}
+                http_series = over_http(server, pod, cases, feasible_of, iters, warmup)
+                wrk_text = run_wrk(server.port, tmp, args_body(pod, cases[0][1]), cases[0][0])
+                mem["loaded"] = {pid: rss_of(pid) for pid in server.pids()}
+            except RuntimeError as exc:
+                http_error = str(exc)
+                print(f"  HTTP part FAILED: {exc}", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+        if a.keep:
+            print(f"  kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # ---- report ---------------------------------------------------------------------------------
+    print()
+    load_end = os.getloadavg()[0]
+    print(f"Machine: nproc={os.cpu_count()}, Python {platform.python_version()} ({sys.executable}); "
+          f"1-min load average {load_start:.2f} at start, {load_end:.2f} at end (this run's own included)"
+          + (" - other work was running at start: figures are noisy" if load_start > 0.7 else ""))
+    print(f"Cluster: {n_nodes} nodes, {2 * n_nodes} running pods; pending pod requests 1 {GPU}")
+    print("Times in ms: median / p99 (nearest rank; with n < 100, p99 is the maximum). 'kept' = names filter "
+          "kept, which is what prioritize is sent.")
+    head = (f"{'path':<18} {'names':>5} {'kept':>5} {'n':>4} | {'filter med':>10} {'p99':>7} | "
+            f"{'prio med':>8} {'p99':>7} | {'pair med':>8} {'p99':>7}")
+    print(head)
+    print("-" * len(head))
+    order = ["engine (direct)", "Flask test client", "HTTP keep-alive"]
+    for s in sorted(inproc + http_series, key=lambda s: (s.names, order.index(s.label))):
+        if s.error:
+            print(f"{s.label:<18} {s.names:>5} {'-':>5} {'-':>4} | FAILED: {s.error}")
+            continue
+        print(f"{s.label:<18} {s.names:>5} {s.prio_names:>5} {len(s.pair_s):>4} | "
+              f"{med(s.filter_s):>10.3f} {pct(s.filter_s, 99):>7.3f} | "
+              f"{med(s.prio_s):>8.3f} {pct(s.prio_s, 99):>7.3f} | "
+              f"{med(s.pair_s):>8.3f} {pct(s.pair_s, 99):>7.3f}")
+    print()
+    if server is not None and server.ready_after is not None:
+        parse = (f"; the master finished validating the file after ~{server.master_parse_s:.0f} s, "
+                 f"then the worker loaded it again" if server.master_parse_s else "")
+        print(f"Server start-up: /readyz ready {server.ready_after:.1f} s after start "
+              f"({size_mb:.1f} MB cluster YAML{parse})")
+    if mem.get("loaded"):
+        master = server.proc.pid if server else 0
+        for when in ("idle", "loaded"):
+            snap = mem[when]
+            workers = [pid for pid in snap if pid != master]
+            total = sum(v.get("VmRSS", 0) for v in snap.values())
+            worker_rss = sum(snap[pid].get("VmRSS", 0) for pid in workers)
+            label = "after ready (idle)" if when == "idle" else "after load        "
+            print(f"Server RSS {label}: worker {mib(worker_rss)}, master {mib(snap.get(master, {}).get('VmRSS', 0))}, "
+                  f"total {mib(total)} ({len(snap)} processes)"
+                  + (f"; worker peak VmHWM {mib(sum(snap[pid].get('VmHWM', 0) for pid in workers))}"
+                     if when == "loaded" else ""))
+    if server is not None:
+        print(f"Server stopped with SIGTERM: exit code {server.exit_code}")
+    if inproc_error:
+        print(f"In-process part FAILED: {inproc_error}")
+    if http_error:
+        print(f"HTTP part FAILED: {http_error.splitlines()[0]}")
+    print(wrk_text)
+    print()
+    verdict_series = [s for s in http_series if s.names == 500 and not s.error]
+    if verdict_series:
+        m = med(verdict_series[0].pair_s)
+        if m <= WELL_UNDER_MS:
+            word = f"MET: median {m:.3f} ms is well under 2 ms (<= {WELL_UNDER_MS:g} ms)"
+        elif m < TARGET_MS:
+            word = f"MARGINAL: median {m:.3f} ms is under 2 ms but not well under (> {WELL_UNDER_MS:g} ms)"
+        else:
+            word = f"MISSED: median {m:.3f} ms is {m / TARGET_MS:.1f}x the 2 ms budget"
+        print(f"Verdict (target: HTTP filter+prioritize at 500 names, median well under 2 ms; "
+              f"{n_nodes}-node cluster): {word}")
+    else:
+        print("Verdict: not available (no HTTP figures at 500 names)")
+    if prof_text:
+        print()
+        print(prof_text.rstrip())
+    print(f"\n(total run time {time.perf_counter() - started:.0f} s)")
+    failed = bool(inproc_error or http_error or any(s.error for s in inproc + http_series))
+    if failed:
+        print("Some part FAILED (see above): exit status 1")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
