@@ -85,63 +85,63 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
         metrics.internal_errors.labels(verb).inc()
         log.error("internal error", exc_info=exc, extra={"verb": verb, "pod": pod})
 
-    def verb_filter() -> Response:
-        t0 = time.perf_counter()
-        body = wire.decode(read_body())
-        args = wire.load_extender_args(_FILTER_ARGS, body)
-        names = wire.node_names_of(args)
-        pod = _pod_label(args)
+    def attempt(verb: str, t0: float, pod: str, size: int, call: Callable[[], Any],
+                on_failure: Callable[[Exception], Response]) -> tuple[Any, Response | None]:
+        """Run the engine; a bad request becomes 400, an internal failure is logged, counted and
+        answered by ``on_failure`` (filter: ``Error``; prioritize and preempt: HTTP 500)."""
         try:
-            outcome = engine.filter(args["Pod"], names)
+            return call(), None
         except InvalidRequest as exc:
             raise wire.BadRequest(str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001 - reported in Error: kube-scheduler backs off
-            internal("filter", exc, pod)
-            finish("filter", t0, pod, len(names), "error")
-            return json_response(wire.filter_error(f"internal error: {type(exc).__name__}: {exc}"))
-        reply = wire.filter_reply(args, outcome)
+        except Exception as exc:  # noqa: BLE001 - never a crash; see on_failure
+            internal(verb, exc, pod)
+            finish(verb, t0, pod, size, "error")
+            return None, on_failure(exc)
+
+    def http_500(verb: str) -> Callable[[Exception], Response]:
+        return lambda exc: json_response({"error": f"{verb} failed: {type(exc).__name__}: {exc}"}, 500)
+
+    def verb_filter() -> Response:
+        t0 = time.perf_counter()
+        args = wire.load_extender_args(_FILTER_ARGS, wire.decode(read_body()))
+        names = wire.node_names_of(args)
+        pod = _pod_label(args)
+        outcome, failed = attempt("filter", t0, pod, len(names), lambda: engine.filter(args["Pod"], names),
+                                  lambda exc: json_response(wire.filter_error(
+                                      f"internal error: {type(exc).__name__}: {exc}")))
+        if failed is not None:
+            return failed
         finish("filter", t0, pod, len(names), "error" if outcome.error else
                ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
-        return json_response(reply)
+        return json_response(wire.filter_reply(args, outcome))
 
     def verb_prioritize() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(read_body())
-        args = wire.load_extender_args(_FILTER_ARGS, body)
+        args = wire.load_extender_args(_FILTER_ARGS, wire.decode(read_body()))
         names = wire.node_names_of(args)
         pod = _pod_label(args)
-        try:
-            scores = engine.prioritize(args["Pod"], names)
-        except InvalidRequest as exc:
-            raise wire.BadRequest(str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001 - no error field in the reply: HTTP 500
-            internal("prioritize", exc, pod)
-            finish("prioritize", t0, pod, len(names), "error")
-            return json_response({"error": f"prioritize failed: {type(exc).__name__}: {exc}"}, 500)
+        scores, failed = attempt("prioritize", t0, pod, len(names), lambda: engine.prioritize(args["Pod"], names),
+                                 http_500("prioritize"))
+        if failed is not None:
+            return failed
         finish("prioritize", t0, pod, len(names), "ok")
         return json_response(wire.prioritize_reply(scores))
 
     def verb_preempt() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(read_body())
-        args = wire.load(_PREEMPT_ARGS, body)
+        args = wire.load(_PREEMPT_ARGS, wire.decode(read_body()))
         candidates = wire.preempt_candidates(args)
         pod = _pod_label(args)
-        try:
-            decisions = engine.preempt(args["Pod"], candidates)
-        except InvalidRequest as exc:
-            raise wire.BadRequest(str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001 - no error field in the reply: HTTP 500
-            internal("preempt", exc, pod)
-            finish("preempt", t0, pod, len(candidates), "error")
-            return json_response({"error": f"preempt failed: {type(exc).__name__}: {exc}"}, 500)
+        decisions, failed = attempt("preempt", t0, pod, len(candidates),
+                                    lambda: engine.preempt(args["Pod"], candidates), http_500("preempt"))
+        if failed is not None:
+            return failed
         finish("preempt", t0, pod, len(candidates), "candidates" if decisions else "none", kept=len(decisions))
         return json_response(wire.preempt_reply(decisions))
 
     def verb_bind() -> Response:
         t0 = time.perf_counter()
-        body = wire.decode(read_body())
-        args = wire.load(_BIND_ARGS, body)
+        args = wire.load(_BIND_ARGS, wire.decode(read_body()))
         pod = f"{args['PodNamespace'] or 'default'}/{args['PodName']}"
         try:
             error = engine.bind(args["PodNamespace"] or "default", args["PodName"], args["PodUID"], args["Node"])

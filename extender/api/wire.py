@@ -14,6 +14,7 @@ import orjson
 from marshmallow import Schema, ValidationError
 
 from extender.framework.interfaces import MAX_NODE_SCORE
+from extender.framework.problems import as_text as problems_text
 from extender.runtime.engine import Candidate, FilterOutcome, PreemptDecision
 
 MAX_EXTENDER_PRIORITY = 10
@@ -36,31 +37,12 @@ def decode(body: bytes) -> Any:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
 
 
-def _flatten(messages: Any, prefix: str = "") -> list[str]:
-    if isinstance(messages, Mapping):
-        out: list[str] = []
-        for key, value in messages.items():
-            if key == "_schema" or key == "value":
-                path = prefix
-            elif isinstance(key, int):
-                path = f"{prefix}[{key}]"
-            else:
-                path = f"{prefix}.{key}" if prefix else str(key)
-            out.extend(_flatten(value, path))
-        return out
-    if isinstance(messages, (list, tuple)):
-        return [m for item in messages for m in _flatten(item, prefix)]
-    text = "null is not allowed" if str(messages) == "Field may not be null." else str(messages)
-    text = "is required" if text == "Missing data for required field." else text
-    return [f"{prefix}: {text}" if prefix else text]
-
-
 def load(schema: Schema, data: Any) -> dict[str, Any]:
     """Validate an envelope; BadRequest lists every problem with its key path."""
     try:
         return schema.load(data)
     except ValidationError as exc:
-        problems = _flatten(exc.messages)
+        problems = problems_text(exc.messages)
         raise BadRequest("; ".join(problems), problems) from exc
 
 

@@ -62,6 +62,7 @@ import yaml
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
 
 from extender.framework.interfaces import EXTENSION_POINTS
+from extender.framework.problems import flatten
 from extender.framework.resources import QuantityError, milli
 from extender.runtime.profile import PluginRef, PluginSet, ProfileSpec
 
@@ -427,28 +428,6 @@ def _default_url(server: ServerConfig) -> str:
     return f"{scheme}://{server.host}:{server.port}{server.path_prefix}"
 
 
-def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if isinstance(messages, Mapping):
-        for key, value in messages.items():
-            if key == "_schema":
-                path = prefix
-            elif isinstance(key, int):
-                path = f"{prefix}[{key}]"
-            else:
-                path = f"{prefix}.{key}" if prefix else str(key)
-            out.extend(_flatten(value, path))
-    elif isinstance(messages, (list, tuple)):
-        for m in messages:
-            out.extend(_flatten(m, prefix))
-    else:
-        text = str(messages)
-        if text == "Unknown field.":
-            text = "unknown key"
-        out.append((prefix, text))
-    return out
-
-
 def _profile(data: Mapping[str, Any]) -> ProfileSpec:
     plugins = {
         point: PluginSet(tuple(PluginRef(r["name"], r["weight"]) for r in ps["enabled"]), tuple(ps["disabled"]))
@@ -468,7 +447,7 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
     try:
         data = _Config().load(raw)
     except ValidationError as exc:
-        raise ConfigError(_flatten(exc.messages), source) from exc
+        raise ConfigError(flatten(exc.messages), source) from exc
     s = data["server"]
     server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
                           s["logLevel"], s["logFormat"],

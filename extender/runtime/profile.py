@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from extender.framework.handle import Handle
 from extender.framework.interfaces import EXTENSION_POINTS, Plugin
+from extender.framework.problems import as_text
 from extender.metrics import Metrics
 from extender.runtime.framework import Framework
 from extender.runtime.registry import ArgsError, Registry
@@ -62,7 +63,7 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         try:
             args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
         except ArgsError as exc:
-            raise ProfileError(f"{path}.pluginConfig[{name}].args", _flatten(exc.messages)) from exc
+            raise ProfileError(f"{path}.pluginConfig[{name}].args", "; ".join(as_text(exc.messages))) from exc
         instances[name] = plugin_spec.factory(args, handle)
         return instances[name]
 
@@ -114,19 +115,3 @@ def build_framework(spec: ProfileSpec, defaults: PluginSet, registry: Registry, 
         pre_bind=only("preBind"), bind=only("bind"), post_bind=only("postBind"),  # type: ignore[arg-type]
         preemption=only("preemption"),  # type: ignore[arg-type]
     )
-
-
-def _flatten(messages: Any, prefix: str = "") -> str:
-    """marshmallow-style nested messages -> "a.b: problem; c: problem"."""
-    if isinstance(messages, Mapping):
-        parts = []
-        for key, value in messages.items():
-            sub = key if key != "_schema" else ""
-            parts.append(_flatten(value, f"{prefix}.{sub}".strip(".") if sub != "" else prefix))
-        return "; ".join(p for p in parts if p)
-    if isinstance(messages, (list, tuple)):
-        if all(isinstance(m, str) for m in messages):
-            text = " ".join(messages)
-            return f"{prefix}: {text}" if prefix else text
-        return "; ".join(_flatten(m, prefix) for m in messages)
-    return f"{prefix}: {messages}" if prefix else str(messages)
