@@ -224,6 +224,10 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
         body["verdicts"] = {verb: v.as_dict(max_nodes) for verb, v in (verdicts or {}).items()}
         return json_response(body)
 
+    @app.get("/debug/queue")
+    def debug_queue() -> Response:
+        return json_response(engine.queue_state())
+
     @app.get("/debug/config")
     def debug_config() -> Response:
         return json_response(settings.describe())

@@ -17,8 +17,10 @@ The engine knows no HTTP and no wire format: ``extender.api`` converts to and fr
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+from datetime import datetime
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -142,6 +144,37 @@ class Engine:
             self.metrics.decisions.labels(verb, "Success").inc(feasible)
         for code, n in Counter(st.code for st in statuses.values()).items():
             self.metrics.decisions.labels(verb, code.name).inc(n)
+
+    def queue_state(self) -> dict[str, Any]:
+        """What ``/debug/queue`` shows: pods held in Permit, nominated pods (capacity held for
+        them) and gated pods, each list in the profile's QueueSort order, with waiting times."""
+        now = self.handle.clock.monotonic()
+        wall = self.handle.clock.now()
+
+        def ordered(pods: list[PodInfo]) -> list[PodInfo]:
+            fw = self.frameworks[self.default_profile]
+            return sorted(pods, key=functools.cmp_to_key(lambda a, b: -1 if fw.less(a, b) else (1 if fw.less(b, a) else 0)))
+
+        def age(p: PodInfo) -> float | None:
+            try:
+                return round(wall - datetime.fromisoformat(p.creation_timestamp.replace("Z", "+00:00")).timestamp(), 3)
+            except ValueError:
+                return None
+
+        waiting = [dict(wp.as_dict(), waitingSeconds=round(now - wp.since, 3), position=i)
+                   for i, wp in enumerate(sorted(self.handle.waiting_pods, key=lambda w: w.since))]
+        nominated = []
+        for node in sorted(self.cache.nominated_nodes()):
+            for i, p in enumerate(ordered(self.cache.nominated(node))):
+                nominated.append({"pod": p.key, "uid": p.uid, "node": node, "priority": p.priority, "position": i,
+                                  "pendingSeconds": age(p), "reason": "capacity held after preemption"})
+        gated = []
+        for i, p in enumerate(ordered([p for p in self.cache.pending_pods()
+                                       if (p.raw.get("spec") or {}).get("schedulingGates")])):
+            gates = [g.get("name") for g in p.raw["spec"]["schedulingGates"] if isinstance(g, dict)]
+            gated.append({"pod": p.key, "uid": p.uid, "priority": p.priority, "position": i, "gates": gates,
+                          "pendingSeconds": age(p), "reason": "waiting for its scheduling gates to be removed"})
+        return {"waitingInPermit": waiting, "nominated": nominated, "gated": gated}
 
     # ---- filter -----------------------------------------------------------------------------
 

@@ -150,3 +150,14 @@ def test_candidate_ranking() -> None:
     cands = [logic.Candidate("x", (v(50),)), logic.Candidate("y", (v(10), v(10))), logic.Candidate("z", (v(10),)),
              logic.Candidate("w", (v(10, "2026-02-01"),))]
     assert logic.pick(cands).node == "w", "lowest top priority, lowest sum, fewest victims, latest start"
+
+
+def test_debug_queue_shows_nominated_and_gated_pods() -> None:
+    gated = pending("gated", 1, 7)
+    gated["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    engine, cluster = setup(FULL, HOLDERS + [gated])
+    filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    state = engine.queue_state()
+    assert [(n["pod"], n["node"]) for n in state["nominated"]] == [("default/hi", "a")]
+    assert [(g["pod"], g["gates"]) for g in state["gated"]] == [("default/gated", ["kube-extender.io/admission"])]
+    assert state["waitingInPermit"] == []
