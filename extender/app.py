@@ -26,6 +26,7 @@ from extender.config.model import ConfigError, ExtenderConfig, default_config
 from extender.framework.clock import Clock, SystemClock
 from extender.framework.handle import ClusterWriter
 from extender.metrics import Metrics
+from extender.runtime.admission import Admitter
 from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
@@ -54,6 +55,7 @@ class ExtenderState:
     writer: ClusterWriter
     leader: Leadership | None = None
     stop: threading.Event | None = None
+    admitter: Any = None
 
 
 def _freeze_heap() -> None:
@@ -156,6 +158,12 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer, leader, stop)
     cache.on_synced(_freeze_heap)
     source.start(cache)
+    if config.admission.enabled:
+        admitter = Admitter(engine, config.admission.gate, config.admission.strategy)
+        app.extensions["kube_extender"].admitter = admitter
+        if background:
+            threading.Thread(target=admitter.run_forever, args=(config.admission.interval, leading),
+                             name="admission", daemon=True).start()
     if background and config.orphan_interval > 0:
         threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),
                          name="orphan-collector", daemon=True).start()
@@ -182,7 +190,8 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
                                retry_period=le.retry_period, clock=clock)
     events = EventRecorder(client) if config.kubernetes.events else None
     writer = KubeWriter(client, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
-    source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix), metrics=metrics,
+    gate = config.admission.gate if config.admission.enabled else None
+    source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix, gate), metrics=metrics,
                         watch_timeout=int(config.kubernetes.watch_timeout))
     app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics)
     if leader is not None:

@@ -78,6 +78,7 @@ class ClusterCache:
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
+        self._changes = 0
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
 
@@ -119,6 +120,7 @@ class ClusterCache:
             raise ValueError("node metadata.name must be a non-empty string")
         allocatable = NodeInfo.allocatable_of(raw, self.resources)
         with self._lock:
+            self._changes += 1
             current = self._nodes.get(name) or NodeInfo(name, None)
             self._store(current.with_node(raw, allocatable, self._bump()))
 
@@ -126,6 +128,7 @@ class ClusterCache:
         """Remove a node. Pods still accounted on it are kept on a hidden placeholder, so their
         usage is right again if the node comes back before their deletions arrive."""
         with self._lock:
+            self._changes += 1
             current = self._nodes.get(name)
             if current is None:
                 return
@@ -159,6 +162,7 @@ class ClusterCache:
         remembered as pending. Raises ValueError on a malformed pod."""
         info = PodInfo.from_pod(raw, self.resources)
         with self._lock:
+            self._changes += 1
             state = self._pods.get(info.uid)
             if info.terminal:
                 self._pending.pop(info.key, None)
@@ -214,6 +218,7 @@ class ClusterCache:
         uid = str(meta.get("uid") or "")
         key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         with self._lock:
+            self._changes += 1
             pending = self._pending.get(key)
             if pending is not None and (not uid or pending.uid == uid):
                 del self._pending[key]
@@ -299,6 +304,11 @@ class ClusterCache:
             log.warning("assumed pod expired: binding never confirmed by the cluster",
                         extra={"pod": info.key, "node": info.node_name})
         return expired
+
+    def change_count(self) -> int:
+        """Grows with every node or pod event (pending pods included): "did anything change?"."""
+        with self._lock:
+            return self._changes
 
     def take_expired(self) -> list[PodInfo]:
         """Assumptions that expired since the last call (for orphan garbage collection)."""

@@ -251,6 +251,23 @@ class MemoryCluster:
             return spec["maxUnavailable"] < 1
         return False
 
+    def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:
+        with self._lock:
+            pod = self._pod_for_write(namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise WriteError(f"pod {namespace}/{name} has a different UID", conflict=True)
+            gates = (pod.get("spec") or {}).get("schedulingGates") or []
+            remaining = [g for g in gates if not (isinstance(g, dict) and g.get("name") == gate)]
+            if len(remaining) == len(gates):
+                return
+            stored = self._stamp(pod)
+            if remaining:
+                stored["spec"]["schedulingGates"] = remaining
+            else:
+                stored["spec"].pop("schedulingGates", None)
+            self._pods[pod_key(namespace, name)] = stored
+            self._publish_pod(stored)
+
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         with self._lock:
             stored = self._stamp(self._pod_for_write(namespace, name))

@@ -37,6 +37,11 @@ Example (every key optional; these are the defaults)::
       leaseDuration: 15s
       renewDeadline: 10s
       retryPeriod: 2s
+    admission:                         # pods created with this scheduling gate wait until PreEnqueue admits them
+      enabled: true
+      gate: kube-extender.io/admission
+      strategy: BestEffortFIFO         # or StrictFIFO: the head blocks those behind it wanting the same resources
+      interval: 1s
     kubernetes:                        # used with `serve --cluster kube`
       watchTimeout: 5m
       events: true                     # record Events on pods (rejections, preemption)
@@ -248,6 +253,15 @@ class _LeaderElection(_Strict):
             raise ValidationError("need 0 < retryPeriod < renewDeadline < leaseDuration", "renewDeadline")
 
 
+class _Admission(_Strict):
+    enabled = fields.Boolean(load_default=True)
+    gate = fields.String(load_default="kube-extender.io/admission",
+                         validate=validate.Regexp(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                                                  error="must be a qualified name like kube-extender.io/admission"))
+    strategy = fields.String(load_default="BestEffortFIFO", validate=validate.OneOf(["StrictFIFO", "BestEffortFIFO"]))
+    interval = Duration(load_default=1.0)
+
+
 class _Kubernetes(_Strict):
     watchTimeout = Duration(load_default=300.0)
     events = fields.Boolean(load_default=True)
@@ -302,6 +316,7 @@ class _Config(_Strict):
     server = fields.Nested(_Server, load_default=dict)
     cache = fields.Nested(_Cache, load_default=dict)
     leaderElection = fields.Nested(_LeaderElection, load_default=dict)
+    admission = fields.Nested(_Admission, load_default=dict)
     kubernetes = fields.Nested(_Kubernetes, load_default=dict)
     profiles = fields.List(fields.Nested(_Profile), required=True)
 
@@ -385,6 +400,14 @@ class LeaderElectionConfig:
 
 
 @dataclass(frozen=True)
+class AdmissionConfig:
+    enabled: bool = True
+    gate: str = "kube-extender.io/admission"
+    strategy: str = "BestEffortFIFO"
+    interval: float = 1.0
+
+
+@dataclass(frozen=True)
 class KubernetesConfig:
     watch_timeout: float = 300.0
     events: bool = True
@@ -401,6 +424,7 @@ class ExtenderConfig:
     orphan_interval: float = 10.0
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -468,6 +492,8 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
         leader_election=LeaderElectionConfig(le["enabled"], le["leaseName"], le["leaseNamespace"],
                                              le["leaseDuration"], le["renewDeadline"], le["retryPeriod"]),
         kubernetes=KubernetesConfig(data["kubernetes"]["watchTimeout"], data["kubernetes"]["events"]),
+        admission=AdmissionConfig(data["admission"]["enabled"], data["admission"]["gate"],
+                                  data["admission"]["strategy"], data["admission"]["interval"]),
         raw=dict(raw),
     )
 

@@ -40,6 +40,9 @@ class ClusterWriter(Protocol):
     def evict(self, namespace: str, name: str, uid: str, grace_period_seconds: int | None = None) -> None:
         """Evict the pod through the Eviction API (PodDisruptionBudgets honoured)."""
 
+    def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:
+        """Remove one scheduling gate (and only that one) from the pod; no-op if it is gone."""
+
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         """Set (or, with None, clear) the pod's ``status.nominatedNodeName``."""
 

@@ -160,6 +160,17 @@ class DeviceShare:
                                         detail=detail)
         return Status.unresolvable("node(s) had no device large enough", detail=detail)
 
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Admission: only once some node has devices where every container's ask fits now."""
+        asks = self.asks_of(pod)
+        if not asks:
+            return Status()
+        for node in self.handle.snapshot():
+            devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+            if devices and logic.place(asks, devices, usage, self.args.binpack) is not None:
+                return Status()
+        return Status.unschedulable("no node has a device with room for this pod")
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         asks = self._asks(state, pod)
         if not asks:

@@ -65,6 +65,16 @@ class NodeResources:
         self._rejections[key] = status
         return status
 
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Admission (for pods carrying the extender's gate): only once some node has enough of
+        every managed resource free, so kube-scheduler is not asked to try pods that fit nowhere."""
+        if not pod.requests:
+            return Status()
+        for node in self.handle.snapshot():
+            if logic.check_fit(pod.requests, node.allocatable, node.requested) is None:
+                return Status()
+        return Status.unschedulable(f"no node has enough free {', '.join(sorted(pod.requests))}")
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         return logic.allocation_score(pod.requests, node.allocatable, node.requested, self.weights,
                                       self.most_allocated)

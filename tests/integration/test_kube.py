@@ -338,3 +338,21 @@ def test_rejections_become_aggregated_events(api: FakeApiServer) -> None:
         assert "2 node(s) had too little allocatable example.com/gpu" in events[0]["note"]
     finally:
         ext.stop()
+
+
+def test_admission_removes_only_the_extenders_gate_through_the_api(api: FakeApiServer) -> None:
+    gated = pod("gated", 1)
+    gated["spec"]["schedulingGates"] = [{"name": "other.io/quota"}, {"name": "kube-extender.io/admission"}]
+    api.create(gated)
+    too_big = pod("too-big", 8)
+    too_big["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    api.create(too_big)
+    ext = Extender(api)
+    try:
+        result = ext.state.admitter.run_once()
+        assert result.admitted == ["default/gated"] and "default/too-big" in result.held
+        assert api.get("Pod", "default", "gated")["spec"]["schedulingGates"] == [{"name": "other.io/quota"}]
+        assert api.get("Pod", "default", "too-big")["spec"]["schedulingGates"] == [
+            {"name": "kube-extender.io/admission"}]
+    finally:
+        ext.stop()

@@ -105,6 +105,29 @@ class KubeWriter:
                 return  # already gone: what eviction wanted
             raise WriteError(f"evicting {namespace}/{name} failed: {exc}", conflict=exc.status in (409, 429)) from exc
 
+    def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:
+        """Read the pod, then a merge patch of ``spec.schedulingGates`` without ``gate`` (a merge
+        patch replaces the list, so it carries the resourceVersion read: a concurrent change of
+        the gates by someone else is a conflict, not a lost update)."""
+        self._fence("remove a scheduling gate")
+        pod = self._get_pod(namespace, name)
+        if pod is None:
+            raise WriteError(f"pod {namespace}/{name} not found", conflict=True)
+        meta = pod.get("metadata") or {}
+        if uid and meta.get("uid") != uid:
+            raise WriteError(f"pod {namespace}/{name} has a different UID", conflict=True)
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        remaining = [g for g in gates if not (isinstance(g, dict) and g.get("name") == gate)]
+        if len(remaining) == len(gates):
+            return
+        try:
+            self.client.merge_patch(pod_path(namespace, name), {
+                "metadata": {"resourceVersion": meta.get("resourceVersion")},
+                "spec": {"schedulingGates": remaining or None}})
+        except ApiError as exc:
+            raise WriteError(f"removing gate {gate} from {namespace}/{name} failed: {exc}",
+                             conflict=exc.status in (404, 409)) from exc
+
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         self.patch_pod(namespace, name, {"status": {"nominatedNodeName": node}}, status=True)
 
