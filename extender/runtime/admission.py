@@ -17,7 +17,6 @@ A pass runs when the cluster changes (the cache generation moved) or every ``int
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -55,8 +54,7 @@ class Admitter:
         pods = [p for p in self.engine.cache.pending_pods()
                 if any(isinstance(g, dict) and g.get("name") == self.gate
                        for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
-        fw = self.engine.frameworks[self.engine.default_profile]
-        return sorted(pods, key=functools.cmp_to_key(lambda a, b: -1 if fw.less(a, b) else (1 if fw.less(b, a) else 0)))
+        return self.engine.frameworks[self.engine.default_profile].sorted_queue(pods)
 
     def run_once(self) -> AdmissionResult:
         admitted: list[str] = []

@@ -17,7 +17,6 @@ The engine knows no HTTP and no wire format: ``extender.api`` converts to and fr
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 from datetime import datetime
@@ -151,9 +150,7 @@ class Engine:
         now = self.handle.clock.monotonic()
         wall = self.handle.clock.now()
 
-        def ordered(pods: list[PodInfo]) -> list[PodInfo]:
-            fw = self.frameworks[self.default_profile]
-            return sorted(pods, key=functools.cmp_to_key(lambda a, b: -1 if fw.less(a, b) else (1 if fw.less(b, a) else 0)))
+        ordered = self.frameworks[self.default_profile].sorted_queue
 
         def age(p: PodInfo) -> float | None:
             try:

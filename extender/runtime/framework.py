@@ -15,6 +15,7 @@ A plugin that raises yields ``Status(ERROR)`` naming the plugin and extension po
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -114,6 +115,12 @@ class Framework:
         if self.queue_sort_plugin is None:
             return False
         return self.queue_sort_plugin.less(a, b)
+
+    def sorted_queue(self, pods: Iterable[PodInfo]) -> list[PodInfo]:
+        """``pods`` in this profile's QueueSort order."""
+        def compare(a: PodInfo, b: PodInfo) -> int:
+            return -1 if self.less(a, b) else (1 if self.less(b, a) else 0)
+        return sorted(pods, key=functools.cmp_to_key(compare))
 
     # ---- scheduling cycle ---------------------------------------------------------------------
 
