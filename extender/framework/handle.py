@@ -98,7 +98,8 @@ class Handle(Protocol):
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The pod's profile's Filter plugins on ``node`` (which may be a simulated NodeInfo, e.g.
-        with victims removed): what preemption uses to ask "would it fit then?"."""
+        with victims removed), counting capacity held for nominated pods of equal or higher
+        priority: what preemption uses to ask "would it fit then?"."""
 
     def permit_budget(self) -> float:
         """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to

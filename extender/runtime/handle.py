@@ -39,9 +39,11 @@ class EngineHandle:
     """Set by the Engine when it is built (plugins are built before it)."""
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Filters on ``node`` with the capacity held for nominated pods of equal or higher
+        priority counted, as kube-scheduler's preemption simulation does."""
         if self.engine is None:
             raise RuntimeError("the engine is not built yet")
-        return self.engine.framework_for(pod).run_filter_node(state, pod, node)
+        return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_nominated(node, pod))
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

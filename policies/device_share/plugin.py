@@ -42,7 +42,7 @@ class DeviceShare:
         self.handle = handle
         self.inventory_key = handle.annotation_prefix + args.inventory_annotation
         self.devices_key = handle.annotation_prefix + "devices"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._reserved: dict[str, tuple[str, tuple[logic.Grant, ...]]] = {}
         self._version = 0
         self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
@@ -181,6 +181,14 @@ class DeviceShare:
             return 0
         return logic.device_score(grants, devices, usage, self.args.binpack)
 
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        """Scale so the best node scores 100: small shares of big nodes would otherwise all round
+        to the same wire score, and binpacking across nodes would be lost to in-tree tie-breaks."""
+        best = max(scores.values(), default=0)
+        if best > 0:
+            for name, value in scores.items():
+                scores[name] = value * 100 // best
+
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         asks = self._asks(state, pod)
         if not asks:
@@ -188,12 +196,13 @@ class DeviceShare:
         node = self.handle.snapshot().get(node_name)
         if node is None:
             return Status.unschedulable(f"node {node_name} disappeared while binding")
-        devices, usage, _ = self.node_devices(node, exclude=pod.uid)
-        grants = logic.place(asks, devices, usage, self.args.binpack)
-        if grants is None:
-            _, detail = logic.explain_misfit(asks, devices, usage)
-            return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device", detail=detail)
-        with self._lock:
+        with self._lock:  # place and record atomically: concurrent binds never pick the same room
+            devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+            grants = logic.place(asks, devices, usage, self.args.binpack)
+            if grants is None:
+                _, detail = logic.explain_misfit(asks, devices, usage)
+                return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device",
+                                            detail=detail)
             self._reserved[pod.uid] = (node_name, grants)
             self._version += 1
         state.write(f"{NAME}/reserved", grants)
