@@ -238,9 +238,8 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
         snap = engine.cache.snapshot()
         only = request.args.get("node")
         nodes = []
-        for info in sorted(snap, key=lambda n: n.name):
-            if only and info.name != only:
-                continue
+        chosen = ([n] if (n := snap.get(only)) is not None else []) if only else sorted(snap, key=lambda n: n.name)
+        for info in chosen:
             if not only and not info.allocatable and not info.requested:
                 continue
             nodes.append({

@@ -101,19 +101,19 @@ class KubeClient:
     def merge_patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body=body, content_type="application/merge-patch+json")
 
-    def list_all(self, path: str, *, page_size: int = 500, **query: Any) -> tuple[list[dict[str, Any]], str]:
-        """Every item of a collection (paginated); returns (items, resourceVersion of the list)."""
-        items: list[dict[str, Any]] = []
+    def list_pages(self, path: str, *, page_size: int = 500, **query: Any) -> Iterator[tuple[list[dict[str, Any]], str]]:
+        """The items of a collection page by page, each with the list's resourceVersion (that of
+        the first page), so a caller can apply a page and let it go before the next arrives."""
         token: str | None = None
         rv = ""
         while True:
             page = self.get(path, limit=page_size, **{"continue": token}, **query)
-            items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
             token = meta.get("continue") or None
+            yield page.get("items") or [], rv
             if not token:
-                return items, rv
+                return
 
     def watch(self, path: str, *, resource_version: str, timeout_seconds: int, **query: Any) -> WatchStream:
         """Open a watch; iterate the returned stream for events (``{"type", "object"}``) until the
