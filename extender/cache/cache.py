@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 from extender.cache.snapshot import Snapshot
 from extender.framework import ledger
 from extender.framework.clock import Clock
+from extender.framework.disruption import Budget
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
 
@@ -75,6 +76,7 @@ class ClusterCache:
         self._nominated: dict[str, dict[str, PodInfo]] = {}
         """node -> pending pods nominated to it (status.nominatedNodeName)."""
         self._nominee_node: dict[str, str] = {}
+        self._budgets: dict[str, Budget] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
@@ -304,6 +306,27 @@ class ClusterCache:
             log.warning("assumed pod expired: binding never confirmed by the cluster",
                         extra={"pod": info.key, "node": info.node_name})
         return expired
+
+    def upsert_pdb(self, raw: Mapping[str, Any]) -> None:
+        budget = Budget.from_object(raw)
+        with self._lock:
+            self._changes += 1
+            self._budgets[f"{budget.namespace}/{budget.name}"] = budget
+
+    def remove_pdb(self, raw: Mapping[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        with self._lock:
+            self._changes += 1
+            self._budgets.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
+
+    def budgets(self) -> list[Budget]:
+        with self._lock:
+            return list(self._budgets.values())
+
+    def accounted_pods(self) -> list[PodInfo]:
+        """Every pod accounted on a node (bound or assumed)."""
+        with self._lock:
+            return [s.info for s in self._pods.values()]
 
     def change_count(self) -> int:
         """Grows with every node or pod event (pending pods included): "did anything change?"."""

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from extender.cluster.interfaces import ClusterEvents
 from extender.cluster.objects import load_file, load_objects
+from extender.framework.disruption import selector_matches
 from extender.framework.handle import WriteError
 from extender.framework.views import TERMINAL_PHASES, pod_key
 
@@ -29,26 +30,6 @@ log = logging.getLogger(__name__)
 def _key_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name")))
-
-
-def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """LabelSelector semantics (matchLabels + matchExpressions); an empty selector matches all."""
-    if not selector:
-        return True
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 class MemoryCluster:
@@ -102,6 +83,8 @@ class MemoryCluster:
                 self._deliver(sink.upsert_node, node, "node")
             for pod in self._pods.values():
                 self._deliver(sink.upsert_pod, pod, "pod")
+            for pdb in self._pdbs:
+                self._deliver(sink.upsert_pdb, pdb, "pdb")
             self._sinks.append(sink)
         sink.mark_synced()
 
@@ -238,11 +221,11 @@ class MemoryCluster:
             return False
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
-        if not _matches(selector, pod["metadata"].get("labels") or {}):
+        if not selector_matches(selector, pod["metadata"].get("labels") or {}):
             return False
         healthy = [p for p in self._pods.values()
                    if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
-                   and _matches(selector, p["metadata"].get("labels") or {})
+                   and selector_matches(selector, p["metadata"].get("labels") or {})
                    and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
                    and (p.get("spec") or {}).get("nodeName")]
         if isinstance(spec.get("minAvailable"), int):

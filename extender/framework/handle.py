@@ -6,7 +6,7 @@ directly; the engine implements this protocol (``extender.runtime.handle.EngineH
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
@@ -100,6 +100,10 @@ class Handle(Protocol):
         """The pod's profile's Filter plugins on ``node`` (which may be a simulated NodeInfo, e.g.
         with victims removed), counting capacity held for nominated pods of equal or higher
         priority: what preemption uses to ask "would it fit then?"."""
+
+    def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
+        """UIDs of ``victims`` whose eviction (in the given order) would exceed a
+        PodDisruptionBudget's allowance."""
 
     def permit_budget(self) -> float:
         """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to

@@ -304,10 +304,19 @@ class Engine:
             if not st.ok or not chosen:
                 dropped[node_name] = st if not st.ok else Status.unresolvable("no victims left")
                 continue
-            out[node_name] = PreemptDecision([v.uid for v in chosen], cand.num_pdb_violations)
+            out[node_name] = PreemptDecision([v.uid for v in chosen],
+                                             self._pdb_count(cand.num_pdb_violations, victims, chosen))
         self.explain.record(pod.key, Verdict("preempt", pod.uid, self.handle.clock.now(), sorted(out), dropped,
                                              outcome=f"{len(out)} of {len(candidates)} candidates kept"))
         return out
+
+    def _pdb_count(self, proposed_count: int, proposed: list[Victim], chosen: list[Victim]) -> int:
+        """kube-scheduler's count for its proposal, adjusted by what the plugins changed: the
+        violations among the victims the extender knows, chosen minus proposed."""
+        def known(vs: list[Victim]) -> list[PodInfo]:
+            return [v.pod for v in vs if v.pod is not None]
+        delta = len(self.handle.pdb_violations(known(chosen))) - len(self.handle.pdb_violations(known(proposed)))
+        return max(0, proposed_count + delta)
 
     # ---- bind -------------------------------------------------------------------------------
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from extender.framework.cycle_state import CycleState
+from extender.framework.disruption import violating
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 
@@ -44,6 +45,12 @@ class EngineHandle:
         if self.engine is None:
             raise RuntimeError("the engine is not built yet")
         return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_nominated(node, pod))
+
+    def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
+        budgets = self.cache.budgets()
+        if not budgets or not victims:
+            return set()
+        return violating(victims, budgets, self.cache.accounted_pods())
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

@@ -233,12 +233,14 @@ class Holder:
 
 
 def choose_victims(asks: Sequence[Ask], devices: Sequence[Device], holders: Sequence[Holder],
-                   preemptor_priority: int, required: Sequence[str] = ()) -> list[str] | None:
+                   preemptor_priority: int, required: Sequence[str] = (),
+                   protected: frozenset[str] = frozenset()) -> list[str] | None:
     """The smallest set of lowest-priority holders whose eviction (on top of ``required``, the
     victims kube-scheduler already chose) lets every ask fit; None if impossible. Never a holder
-    of equal or higher priority. Candidates are tried lowest priority first, then most recently
-    started (the least work lost); victims that turn out unnecessary are dropped again, most
-    important first. ``holders`` must be every pod holding devices on the node."""
+    of equal or higher priority. Candidates are tried unprotected first (``protected``: pods whose
+    eviction would violate a PodDisruptionBudget), then lowest priority, then most recently
+    started (the least work lost); victims that turn out unnecessary are dropped again, protected
+    and most important first. ``holders`` must be every pod holding devices on the node."""
     by_uid = {h.uid: h for h in holders}
 
     def fits_without(gone: set[str]) -> bool:
@@ -252,14 +254,14 @@ def choose_victims(asks: Sequence[Ask], devices: Sequence[Device], holders: Sequ
     if fits_without(base):
         return []
     order = sorted((h for h in holders if h.priority < preemptor_priority and h.uid not in base),
-                   key=lambda h: (h.priority, _reverse_time(h.start_time), h.uid))
+                   key=lambda h: (h.uid in protected, h.priority, _reverse_time(h.start_time), h.uid))
     chosen: list[str] = []
     gone = set(base)
     for h in order:
         chosen.append(h.uid)
         gone.add(h.uid)
         if fits_without(gone):
-            for uid in sorted(chosen, key=lambda u: (-by_uid[u].priority, u)):
+            for uid in sorted(chosen, key=lambda u: (u not in protected, -by_uid[u].priority, u)):
                 if fits_without(gone - {uid}):
                     gone.discard(uid)
                     chosen.remove(uid)

@@ -231,7 +231,9 @@ class DeviceShare:
         devices, _, holders = self.node_devices(node, exclude=pod.uid)
         if not devices:
             return [], Status.unresolvable("node(s) had no shareable devices")
-        extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims])
+        lower = [node.pods[h.uid] for h in holders if h.uid in node.pods and node.pods[h.uid].priority < pod.priority]
+        protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
+        extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims], protected)
         if extra is None:
             return [], Status.unresolvable("evicting lower-priority pods would not free a device",
                                            detail=logic.explain_misfit(asks, devices, logic.Usage())[1])

@@ -4,6 +4,8 @@
 * On a node: remove every lower-priority pod; if the preemptor still does not fit, the node is no
   candidate. Otherwise put them back, most important first, keeping each one that still lets the
   preemptor fit: the rest are the victims (the smallest set of the least important pods).
+* Pods whose eviction would violate a PodDisruptionBudget are put back first (victims only when
+  nothing else makes room), and candidate nodes with fewer violations are preferred.
 * Among candidate nodes: the one whose most important victim has the lowest priority; then the
   lowest sum of victim priorities; then the fewest victims; then the node whose earliest-started
   victim started latest (least work lost); then the name, so the choice is deterministic.
@@ -26,12 +28,13 @@ def importance(p: PodInfo) -> tuple[int, str, str]:
 class Candidate:
     node: str
     victims: tuple[PodInfo, ...]
+    pdb_violations: int = 0
 
-    def rank(self) -> tuple[int, int, int, str, str]:
+    def rank(self) -> tuple[int, int, int, int, str, str]:
         top = max(v.priority for v in self.victims)
         total = sum(v.priority for v in self.victims)
         earliest = min((v.start_time for v in self.victims if v.start_time), default="")
-        return (top, total, len(self.victims), _later_first(earliest), self.node)
+        return (self.pdb_violations, top, total, len(self.victims), _later_first(earliest), self.node)
 
 
 def _later_first(ts: str) -> str:
@@ -40,12 +43,14 @@ def _later_first(ts: str) -> str:
 
 
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
-               generation: Callable[[], int]) -> tuple[PodInfo, ...] | None:
+               generation: Callable[[], int], protected: frozenset[str] = frozenset()) -> tuple[PodInfo, ...] | None:
     """The victims needed on ``node`` for ``preemptor`` to fit, or None when no eviction of
     lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo;
-    ``generation`` numbers the simulated NodeInfos (never cached)."""
+    ``generation`` numbers the simulated NodeInfos (never cached). Pods in ``protected`` (their
+    eviction would violate a PodDisruptionBudget) are put back first, so they are victims only
+    when nothing else makes room."""
     lower = sorted((p for p in node.pods.values() if p.priority < preemptor.priority and not p.deleting),
-                   key=importance)
+                   key=lambda p: (p.uid not in protected, importance(p)))
     if not lower:
         return None
     sim = node

@@ -53,10 +53,12 @@ class ManagedPreemption:
             node = snapshot.get(name)
             if node is None:
                 continue
+            lower = [p for p in node.pods.values() if p.priority < pod.priority]
+            protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
             victims = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
-                                       lambda: next(self._generations))
+                                       lambda: next(self._generations), protected)
             if victims:
-                candidates.append(logic.Candidate(name, victims))
+                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(victims))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
             if self._preempt(pod, candidate):
                 return candidate.node, Status()

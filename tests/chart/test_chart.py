@@ -441,6 +441,8 @@ def expected_rules(v: dict[str, Any]) -> list[dict[str, Any]]:
         rules.append({"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]})
     if f["preemption"]:
         rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+        rules.append({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]})
+    rules.append({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]})
     if v["config"]["kubernetes"]["events"]:
         rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]})
     if f["gang"]:

@@ -24,6 +24,9 @@ class Sink:
         self.pods[raw["metadata"]["name"]] = raw
     def remove_pod(self, raw: Any) -> None:
         self.removed.append(raw["metadata"]["name"])
+    def upsert_pdb(self, raw: Any) -> None: ...
+    def remove_pdb(self, raw: Any) -> None: ...
+
     def mark_synced(self) -> None:
         self.synced = True
 

@@ -381,7 +381,13 @@ exec:
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
 {{- end }}
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch]
 {{- if .Values.config.kubernetes.events }}
 - apiGroups: [events.k8s.io]
   resources: [events]

@@ -27,7 +27,7 @@ from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods"}
+PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods", "pdb": "/apis/policy/v1/poddisruptionbudgets"}
 
 
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
@@ -100,7 +100,7 @@ class KubeSource:
         self._threads: list[threading.Thread] = []
         self._listed: set[str] = set()
         self._lock = threading.Lock()
-        self._known: dict[str, dict[str, Any]] = {"node": {}, "pod": {}}
+        self._known: dict[str, dict[str, Any]] = {kind: {} for kind in PATHS}
         self._streams: dict[str, Any] = {}
         self._sink: ClusterEvents | None = None
         self.last_resource_version: dict[str, str] = {}
@@ -109,7 +109,7 @@ class KubeSource:
 
     def start(self, sink: ClusterEvents) -> None:
         self._sink = sink
-        for kind in ("node", "pod"):
+        for kind in PATHS:
             t = threading.Thread(target=self._run, args=(kind,), name=f"kube-source-{kind}", daemon=True)
             self._threads.append(t)
             t.start()
@@ -131,7 +131,7 @@ class KubeSource:
         deadline = threading.Event()
         for _ in range(int(timeout * 20)):
             with self._lock:
-                if self._listed >= {"node", "pod"}:
+                if self._listed >= set(PATHS):
                     return True
             deadline.wait(0.05)
         return False
@@ -197,7 +197,7 @@ class KubeSource:
         with self._lock:
             first = kind not in self._listed
             self._listed.add(kind)
-            synced = self._listed >= {"node", "pod"}
+            synced = self._listed >= set(PATHS)
         if first and synced and self._sink is not None:
             self._sink.mark_synced()
         gc.freeze()  # what was just listed lives as long as the process: keep collections off it
@@ -246,6 +246,15 @@ class KubeSource:
             self._count("skipped", kind)
             return None
         key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
+        if kind == "pdb":
+            if etype == "DELETED":
+                self._known[kind].pop(key, None)
+                sink.remove_pdb(obj)
+                return None
+            sink.upsert_pdb({"metadata": _pick(meta, ("name", "namespace")), "spec": obj.get("spec") or {},
+                             "status": obj.get("status") or {}})
+            self._known[kind][key] = {"metadata": _pick(meta, ("name", "namespace"))}
+            return key
         known = self._known[kind]
         try:
             if etype == "DELETED":

@@ -1,0 +1,83 @@
+"""PodDisruptionBudgets, as preemption weighs them: which victims an eviction set would take
+beyond what their budgets allow.
+
+A budget's allowance is ``status.disruptionsAllowed`` when the disruption controller has written
+it (a real cluster); otherwise it is computed from the spec over the pods the extender follows
+(``minAvailable`` / ``maxUnavailable`` as integers or percentages, rounded up like Kubernetes),
+which is exact for the memory cluster and an approximation for pods the extender does not follow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from extender.framework.views import PodInfo
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """LabelSelector semantics; a null selector matches nothing, an empty one everything."""
+    if selector is None:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Budget:
+    namespace: str
+    name: str
+    selector: Mapping[str, Any] | None
+    min_available: Any = None
+    max_unavailable: Any = None
+    disruptions_allowed: int | None = None
+
+    @classmethod
+    def from_object(cls, raw: Mapping[str, Any]) -> Budget:
+        meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+        allowed = status.get("disruptionsAllowed")
+        return cls(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), spec.get("selector"),
+                   spec.get("minAvailable"), spec.get("maxUnavailable"),
+                   allowed if isinstance(allowed, int) and "observedGeneration" in status else None)
+
+    def covers(self, pod: PodInfo) -> bool:
+        return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
+
+    def allowed(self, followed: Iterable[PodInfo]) -> int:
+        if self.disruptions_allowed is not None:
+            return self.disruptions_allowed
+        healthy = sum(1 for p in followed if self.covers(p) and p.node_name and not p.terminal and not p.deleting)
+        if self.min_available is not None:
+            return max(0, healthy - _amount(self.min_available, healthy))
+        if self.max_unavailable is not None:
+            return max(0, _amount(self.max_unavailable, healthy))
+        return healthy
+
+
+def _amount(value: Any, total: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(total * int(value[:-1]) / 100)
+    return int(value)
+
+
+def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: Sequence[PodInfo]) -> set[str]:
+    """UIDs of the victims whose eviction goes beyond a budget's allowance (victims are charged
+    to their budgets in the given order, most important first)."""
+    left = {(b.namespace, b.name): b.allowed(followed) for b in budgets}
+    out: set[str] = set()
+    for v in victims:
+        for b in budgets:
+            if b.covers(v):
+                key = (b.namespace, b.name)
+                if left[key] <= 0:
+                    out.add(v.uid)
+                left[key] -= 1
+    return out

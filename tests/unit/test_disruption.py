@@ -1,0 +1,102 @@
+"""PodDisruptionBudgets in victim choice: allowances, preference for victims that violate none,
+and NumPDBViolations in the preempt reply."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+from extender.framework.disruption import Budget, violating
+from extender.framework.views import PodInfo
+from extender.runtime.engine import Candidate
+
+
+def running(name: str, app: str = "w", priority: int = 10, node: str = "n1", **req: Any) -> dict[str, Any]:
+    return make_pod(name).uid(f"u-{name}").labels(app=app).priority(priority).req(**(req or {"cpu": "1"})) \
+        .node(node).obj()
+
+
+def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, **spec}}
+
+
+PODS = [PodInfo.from_pod(running(f"w{i}")) for i in range(4)]
+
+
+@pytest.mark.parametrize("spec, status, victims, expected", [
+    ({"minAvailable": 3}, {}, 1, 0), ({"minAvailable": 3}, {}, 2, 1), ({"minAvailable": "50%"}, {}, 3, 1),
+    ({"maxUnavailable": 1}, {}, 2, 1), ({"maxUnavailable": "25%"}, {}, 1, 0),
+    ({"minAvailable": 0}, {"disruptionsAllowed": 0, "observedGeneration": 1}, 1, 1),
+], ids=["min3-one", "min3-two", "min50%-three", "maxun1-two", "maxun25%-one", "status wins"])
+def test_allowances(spec: dict, status: dict, victims: int, expected: int) -> None:
+    budget = Budget.from_object({**pdb("b", "w", **spec), "status": status})
+    assert len(violating(PODS[:victims], [budget], PODS)) == expected
+
+
+def test_null_selector_covers_nothing() -> None:
+    budget = Budget.from_object({"metadata": {"name": "b"}, "spec": {"minAvailable": 4}})
+    assert violating(PODS, [budget], PODS) == set()
+
+
+def engine_over(nodes: list[dict], pods: list[dict], pdbs: list[dict], plugins: dict, **overrides: Any) -> Any:
+    objs = cluster_objects(nodes, pods)
+    objs["PodDisruptionBudget"] = pdbs
+    cluster = MemoryCluster(objs)
+    config = config_of(profiles=[{"schedulerName": "default-scheduler", "plugins": plugins}], **overrides)
+    return create_app(config, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"].engine, cluster
+
+
+def test_managed_preemption_prefers_the_node_whose_victims_violate_no_budget() -> None:
+    pods = [running("guarded-a", "guarded", 10, "a", gpu=2), running("guarded-a2", "guarded", 10, "a2", gpu=2),
+            running("free-b", "free", 20, "b", gpu=2)]
+    nodes = [make_node(n).alloc(gpu=2).obj() for n in ("a", "a2", "b")]
+    engine, cluster = engine_over(nodes, pods, [pdb("keep", "guarded", minAvailable=2)],
+                                  {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
+    preemptor = make_pod("hi").uid("u-hi").req(gpu=2).priority(100).obj()
+    cluster.add_pod(preemptor)
+    outcome = engine.filter(cluster.get_pod("default", "hi"), ["a", "a2", "b"])
+    assert outcome.nominated == "b", "a higher-priority victim that violates no budget beats a guarded one"
+    assert {p["metadata"]["name"] for p in cluster.pods()} >= {"guarded-a", "guarded-a2"}
+
+
+def device_holder(name: str, app: str, device: int, mem: int, prio: int) -> dict[str, Any]:
+    p = make_pod(name).uid(f"u-{name}").labels(app=app).req(**{"example.com/gpu-memory": mem}).priority(prio) \
+        .node("gpu").obj()
+    p["metadata"]["annotations"] = {"kube-extender.io/devices": json.dumps(
+        {"node": "gpu", "containers": {"main": {"devices": [device], "memoryMiB": mem}}})}
+    return p
+
+
+DEVICE_PLUGINS = {"multiPoint": {"enabled": [{"name": "DeviceShare"}], "disabled": ["NodeResources"]}}
+
+
+def gpu_node() -> dict[str, Any]:
+    node = make_node("gpu").obj()
+    node["metadata"]["annotations"] = {"kube-extender.io/device-inventory": json.dumps({"devices": 2, "memoryMiB": 16384})}
+    return node
+
+
+@pytest.mark.parametrize("budgets, victims, violations", [
+    pytest.param([], ["u-guarded", "u-cpu"], 0, id="no budget: the lowest priority"),
+    pytest.param([pdb("keep", "guarded", minAvailable=1)], ["u-free", "u-cpu"], 0, id="the guarded pod is spared"),
+    pytest.param([pdb("keep", "guarded", minAvailable=1), pdb("keep2", "free", minAvailable=1)],
+                 ["u-guarded", "u-cpu"], 1, id="both guarded: lowest priority, and the violation is reported"),
+])
+def test_device_level_preempt_prefers_victims_without_violations(budgets: list, victims: list, violations: int) -> None:
+    pods = [device_holder("guarded", "guarded", 0, 16384, 10), device_holder("free", "free", 1, 16384, 20),
+            running("cpu", "cpu", 5, "gpu")]
+    engine, _ = engine_over([gpu_node()], pods, budgets, DEVICE_PLUGINS,
+                            managedResources=[{"name": "example.com/gpu-memory"}])
+    preemptor = make_pod("hi").uid("u-hi").req(**{"example.com/gpu-memory": 8192}).priority(100).obj()
+    # kube-scheduler proposes a cpu-only victim; the device needs one more
+    decisions = engine.preempt(preemptor, {"gpu": Candidate([("u-cpu", None)], 0)})
+    assert decisions["gpu"].victims == victims
+    assert decisions["gpu"].num_pdb_violations == violations
