@@ -220,10 +220,19 @@ def _spec_or_meta_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any])
 class Scheduler:
     """See the module docstring. Thread-safe; :meth:`run` drives it from the calling thread."""
 
+    def _append_cycle(self, record: CycleRecord) -> None:
+        self.cycles.append(record)
+        if len(self.cycles) > self.detailed_cycles:
+            old = self.cycles[-self.detailed_cycles - 1]
+            old.statuses, old.feasible, old.scores, old.totals = {}, [], None, None
+
     def __init__(self, config: SchedulerConfig, cluster: ClusterLike, *, clock: VirtualClock | RealClock | None = None,
                  stats: CallStats | None = None, pdbs: Sequence[Mapping[str, Any]] = (),
-                 mirror_extender_binds: bool = False) -> None:
+                 mirror_extender_binds: bool = False, detailed_cycles: int = 1000) -> None:
         self.cfg = config.validate()
+        self.detailed_cycles = detailed_cycles
+        """Per-node details (statuses, feasible, scores) are kept for this many recent cycles;
+        older cycle records keep only their summary (a 5,000-node cycle's details are ~150 KB)."""
         self.cluster = cluster
         self.clock = clock or VirtualClock()
         self.stats = stats or CallStats()
@@ -466,7 +475,7 @@ class Scheduler:
             record.scores, record.totals = scores, totals
             host = self._select_host([(n.name, totals[n.name]) for n in feasible])
         record.outcome, record.node = "scheduled", host
-        self.cycles.append(record)
+        self._append_cycle(record)
         with self._cond:
             self.cache.assume(pod, host)
             self.queue.binding(qp)
@@ -636,7 +645,7 @@ class Scheduler:
     def _fail_with_error(self, qp: q.QueuedPod, record: CycleRecord, message: str) -> None:
         """Status Error (§4.3): backoffQ, nominatedNodeName cleared, reason SchedulerError."""
         record.outcome, record.message = "error", message
-        self.cycles.append(record)
+        self._append_cycle(record)
         with self._cond:
             qp.last_was_error, qp.last_message = True, message
             self.queue.requeue_after_error(qp, self.clock.now())
@@ -654,7 +663,7 @@ class Scheduler:
         record.outcome, record.message = "unschedulable", message
         plugins = frozenset(p for p in diag.plugins if p)
         record.plugins = sorted(plugins)
-        self.cycles.append(record)
+        self._append_cycle(record)
         with self._cond:
             qp.last_was_error, qp.last_message = False, message
             record.queue = self.queue.add_unschedulable(qp, self.clock.now(), plugins)
