@@ -167,7 +167,9 @@ class ClusterCache:
             self._changes += 1
             state = self._pods.get(info.uid)
             if info.terminal:
-                self._pending.pop(info.key, None)
+                self._unnominate(info.uid)
+                if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
+                    del self._pending[info.key]
                 if state is not None:
                     del self._pods[info.uid]
                     self._assumed.pop(info.uid, None)
@@ -252,10 +254,17 @@ class ClusterCache:
                check: Callable[[NodeInfo], Status] | None = None) -> Status:
         """Count ``pod`` on ``node_name`` now. ``check`` runs on the node's current NodeInfo under
         the cache lock first; if it does not succeed nothing is assumed and its status is returned.
-        Raises AssumeError if the pod is already assumed or bound, or the node is unknown."""
+        A reservation held only by the ledger (an allocation annotation of an unbound pod) is
+        taken over in the same step. Raises AssumeError if the pod is already assumed by this
+        process or bound, or the node is unknown."""
         with self._lock:
-            if pod.uid in self._pods:
+            state = self._pods.get(pod.uid)
+            if state is not None and not state.ledger:
                 raise AssumeError(f"pod {pod.key} is already assumed or bound")
+            if state is not None:
+                del self._pods[pod.uid]
+                self._assumed.pop(pod.uid, None)
+                self._unaccount(state.info)
             node = self._nodes.get(node_name)
             if node is None or node.node is None:
                 raise AssumeError(f"node {node_name} is not in the extender cache")
@@ -302,6 +311,8 @@ class ClusterCache:
                     self._unaccount(state.info)
                     expired.append(state.info)
             self._expired.extend(expired)
+            if len(self._expired) > 10_000:  # nobody drains them on a follower: keep the newest
+                del self._expired[:-10_000]
         for info in expired:
             log.warning("assumed pod expired: binding never confirmed by the cluster",
                         extra={"pod": info.key, "node": info.node_name})

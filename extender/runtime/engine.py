@@ -193,6 +193,8 @@ class Engine:
             candidates = []
             get = snapshot.getter()
             held = self.cache.nominated_nodes()
+            own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
+            own_node = own.node_name if own is not None else None  # its own reservation is no rival
             for name in node_names:
                 info = get(name)
                 if info is None:
@@ -200,6 +202,8 @@ class Engine:
                 elif allowed is not None and name not in allowed:
                     rejected[name] = PREFILTER_EXCLUDED
                 else:
+                    if own_node == name:
+                        info = info.without_pod(pod.uid, next(self._simulated))
                     candidates.append(self.with_nominated(info, pod) if name in held else info)
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
@@ -365,11 +369,9 @@ class Engine:
 
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         key = pod_key(namespace, name)
-        if self.cache.is_ledger_reservation(uid):
-            # Reserved by an allocation annotation from before a restart or leader change, but
-            # never bound: take the reservation over and bind for real.
-            self.cache.forget(uid)
-        existing = self.cache.pod(uid)
+        # A reservation held only by an allocation annotation (from before a restart or leader
+        # change, never bound) is no binding: assume() takes it over atomically below.
+        existing = None if self.cache.is_ledger_reservation(uid) else self.cache.pod(uid)
         if existing is not None:
             if existing.node_name == node:
                 return ""
@@ -409,6 +411,8 @@ class Engine:
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
+                if phase == "bind" and pod.requests:
+                    self._withdraw_allocation(pod)
                 return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
@@ -424,8 +428,12 @@ class Engine:
         for nominee in sorted(self.cache.nominated(node), key=lambda p: -p.priority):
             if nominee.priority >= bound.priority:
                 continue
-            st = self.framework_for(nominee).run_filter_node(CycleState(), nominee, self.with_nominated(info, nominee))
+            fw = self.framework_for(nominee)
+            state = CycleState()
+            _, st = fw.run_pre_filter(state, nominee, self.cache.snapshot())
             if st.ok:
+                st = fw.run_filter_node(state, nominee, self.with_nominated(info, nominee))
+            if not st.code.is_rejection:
                 continue
             try:
                 self.handle.writer.set_nominated_node(nominee.namespace, nominee.name, None)
@@ -451,6 +459,16 @@ class Engine:
         except WriteError as exc:
             return Status(Code.ERROR, (f"recording the allocation failed: {exc}",), plugin="ledger", error=exc)
         return Status()
+
+    def _withdraw_allocation(self, pod: PodInfo) -> None:
+        """The Binding failed after the allocation was written: remove it (best effort; if this
+        fails too, the orphan collector removes it after the TTL)."""
+        try:
+            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name,
+                                                  annotations={ledger.key(self.handle.annotation_prefix): None},
+                                                  uid=pod.uid)
+        except WriteError as exc:
+            log.info("allocation not withdrawn; the orphan collector will", extra={"pod": pod.key, "error": str(exc)})
 
     def collect_orphans(self) -> int:
         """Release expired reservations and remove their allocation annotations from pods that are

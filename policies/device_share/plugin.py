@@ -1,9 +1,9 @@
 """DeviceShare plugin: adapts ``logic`` to Filter, Score, Reserve/Unreserve, PreBind and the
 preempt verb.
 
-Device usage on a node is derived from the pods accounted there, in this order of trust: a
-reservation made by this process (Reserve, until the pod's annotation is seen), the pod's
-``<prefix>devices`` annotation, the ``devices`` entry of its allocation ledger annotation, and
+Device usage on a node is derived from the pods accounted there, in this order of trust: the
+pod's ``<prefix>devices`` annotation (seeing it retires this process's reservation), a
+reservation made by this process (Reserve, released by Unreserve), the ``devices`` entry of its allocation ledger annotation, and
 finally a deterministic placement of its asks (pods bound by someone else). It is memoized per
 (node, NodeInfo generation, reservation version), so a filter over 500 nodes does not recompute
 unchanged nodes.
@@ -84,8 +84,6 @@ class DeviceShare:
 
     def _grants_of(self, pod: PodInfo, node_name: str) -> tuple[logic.Grant, ...] | None:
         reserved = self._reserved.get(pod.uid)
-        if reserved is not None and reserved[0] == node_name:
-            return reserved[1]
         text = pod.annotations.get(self.devices_key)
         if text:
             try:
@@ -93,9 +91,13 @@ class DeviceShare:
                 if doc.get("node") == node_name:
                     grants = logic.grants_of(doc.get("containers"))
                     if grants is not None:
+                        if reserved is not None:  # the cluster now carries what Reserve chose
+                            self._reserved.pop(pod.uid, None)
                         return grants
             except (ValueError, AttributeError):
                 pass
+        if reserved is not None and reserved[0] == node_name:
+            return reserved[1]
         alloc = ledger.of_pod(pod.annotations, self.handle.annotation_prefix)
         if alloc is not None and alloc.node == node_name:
             return logic.grants_of(alloc.extra.get("devices"))
@@ -131,11 +133,9 @@ class DeviceShare:
                     continue
                 if not asks:
                     continue
-                grants = logic.place(asks, devices, usage) or ()
+                grants = logic.place(asks, devices, usage, self.args.binpack) or ()
                 usage.add(pod.uid, grants)
                 holders.append(logic.Holder(pod.uid, pod.priority, pod.start_time, grants))
-            for uid in [u for u, (n, _) in self._reserved.items() if n == node.name and u not in node.pods]:
-                del self._reserved[uid]
             result = (devices, usage, holders)
             if cacheable:
                 self._memo[node.name] = (memo_key, result)

@@ -66,15 +66,19 @@ class ManagedPreemption:
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
         writer = self.handle.writer
+        evicted = 0
         for victim in candidate.victims:
             grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
             try:
                 writer.evict(victim.namespace, victim.name, victim.uid,
                              int(grace) if isinstance(grace, int) else None)
             except WriteError as exc:
-                log.info("eviction refused; trying another node",
-                         extra={"pod": pod.key, "victim": victim.key, "node": candidate.node, "error": str(exc)})
-                return False
+                log.info("eviction refused", extra={"pod": pod.key, "victim": victim.key, "node": candidate.node,
+                                                    "error": str(exc), "already_evicted": evicted})
+                if not evicted:
+                    return False  # nothing lost: try the next node
+                break  # pods are already gone here: stay with this node rather than evict elsewhere too
+            evicted += 1
             writer.record_event(victim.raw, type_="Normal", reason="Preempted",
                                 message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
                                         f"{candidate.node}")

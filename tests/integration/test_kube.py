@@ -172,8 +172,9 @@ def test_restart_in_the_middle_of_binds_allocates_nothing_twice_and_leaks_nothin
     try:
         for i in range(3):
             results[f"p{i}"] = first.engine.bind("default", f"p{i}", uid(api, f"p{i}"), "n1")
-        # the process dies after writing p3's allocation, before its Binding
+        # the process dies after writing p3's allocation, before its Binding (so it cannot withdraw it)
         api.disconnect_next("POST", r"/pods/p3/binding$")
+        first.engine._withdraw_allocation = lambda pod: None  # type: ignore[method-assign]
         results["p3"] = first.engine.bind("default", "p3", uid(api, "p3"), "n1")
     finally:
         first.stop()
@@ -354,5 +355,38 @@ def test_admission_removes_only_the_extenders_gate_through_the_api(api: FakeApiS
         assert api.get("Pod", "default", "gated")["spec"]["schedulingGates"] == [{"name": "other.io/quota"}]
         assert api.get("Pod", "default", "too-big")["spec"]["schedulingGates"] == [
             {"name": "kube-extender.io/admission"}]
+    finally:
+        ext.stop()
+
+
+def test_a_failed_binding_withdraws_its_allocation(api: FakeApiServer) -> None:
+    api.create(pod("p", 2))
+    ext = Extender(api)
+    try:
+        api.fail_next("POST", r"/pods/p/binding$", status=500)
+        assert "bind failed" in ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        assert ANNOTATION not in (api.get("Pod", "default", "p")["metadata"].get("annotations") or {})
+        time.sleep(0.3)  # let the watch deliver both patches
+        assert ext.used("n1") == 0, "nothing stays reserved for a pod whose bind failed"
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == "", "the retry binds"
+    finally:
+        ext.stop()
+
+
+def test_a_pod_recreated_while_the_watch_was_away_releases_the_old_one(api: FakeApiServer) -> None:
+    api.create(pod("p", 3))
+    api.bind("default", "p", "n1")
+    ext = Extender(api)
+    try:
+        wait_for(lambda: ext.used("n1") == 3, what="bound pod accounted")
+        ext.source.stop()
+        api.delete("Pod", "default", "p")
+        api.create(pod("p", 1))  # same name, new UID, pending
+        api.compact()
+        ext.source._stop.clear()
+        ext.source._threads.clear()
+        ext.source.start(ext.state.cache)
+        wait_for(lambda: ext.used("n1") == 0, what="the old incarnation released after the relist")
+        assert ext.state.cache.pending_pod("default", "p").uid == uid(api, "p")
     finally:
         ext.stop()

@@ -265,6 +265,11 @@ class KubeSource:
                     else:
                         sink.remove_pod(obj)
                 return None
+            previous = known.get(key)
+            if kind == "pod" and previous is not None and previous["metadata"].get("uid") != meta.get("uid"):
+                # deleted and re-created under the same name while the watch was away
+                del known[key]
+                sink.remove_pod(previous)
             if kind == "node":
                 sink.upsert_node(trim_node(obj))
             elif self.pod_filter(obj):
