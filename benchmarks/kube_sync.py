@@ -55,7 +55,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +72,9 @@ if str(REPO) not in sys.path:
 
 from extender.testing.fakeapi import FakeApiServer  # noqa: E402
 from extender.testing.fakeapi.errors import ApiError as FakeApiError  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hot_path import free_port, kube_extender_cmd  # noqa: E402
 
 GPU = "example.com/gpu"
 SEED = 20260521
@@ -514,22 +516,6 @@ def children(pid: int) -> list[int]:
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             out.append(int(entry))
     return out
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kube_extender_cmd() -> list[str]:
-    sibling = Path(sys.executable).parent / "kube-extender"
-    if sibling.exists():
-        return [str(sibling)]
-    found = shutil.which("kube-extender")
-    if found:
-        return [found]
-    return [sys.executable, "-m", "extender.cli"]
 
 
 def mb(kb: float) -> float:
