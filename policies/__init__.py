@@ -14,11 +14,12 @@ from extender.runtime.registry import Registry
 def builtin_registry() -> Registry:
     from policies.default_binder.plugin import SPEC as default_binder
     from policies.device_share.plugin import SPEC as device_share
+    from policies.gang.plugin import SPEC as gang
     from policies.node_resources.plugin import SPEC as node_resources
     from policies.preemption.plugin import SPEC as managed_preemption
     from policies.priority_sort.plugin import SPEC as priority_sort
 
-    return Registry([priority_sort, node_resources, default_binder, device_share, managed_preemption])
+    return Registry([priority_sort, node_resources, default_binder, device_share, managed_preemption, gang])
 
 
 DEFAULT_PLUGINS = PluginSet(enabled=(PluginRef("PrioritySort"), PluginRef("NodeResources"), PluginRef("DefaultBinder")))

@@ -101,6 +101,10 @@ class Handle(Protocol):
         with victims removed), counting capacity held for nominated pods of equal or higher
         priority: what preemption uses to ask "would it fit then?"."""
 
+    def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
+        """Pods the extender follows (pending, assumed or bound) in ``namespace`` carrying all of
+        ``labels``."""
+
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
         PodDisruptionBudget's allowance."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
@@ -45,6 +45,15 @@ class EngineHandle:
         if self.engine is None:
             raise RuntimeError("the engine is not built yet")
         return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_nominated(node, pod))
+
+    def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
+        def match(p: PodInfo) -> bool:
+            return p.namespace == namespace and all(p.labels.get(k) == v for k, v in labels.items())
+        found = {p.uid: p for p in self.cache.accounted_pods() if match(p)}
+        for p in self.cache.pending_pods():
+            if match(p):
+                found.setdefault(p.uid, p)
+        return list(found.values())
 
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()

@@ -1,0 +1,1 @@
+"""Gang: all-or-nothing admission and binding of a pod group (coscheduling)."""
