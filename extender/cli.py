@@ -140,7 +140,8 @@ def _serve(args: argparse.Namespace) -> int:
     tls = config.server.tls
     ExtenderServer(factory, host=config.server.host, port=config.server.port, threads=config.server.threads,
                    log_level=config.server.log_level, cert_file=tls.cert_file, key_file=tls.key_file,
-                   client_ca_file=tls.client_ca_file).run()
+                   client_ca_file=tls.client_ca_file, worker=config.server.worker,
+                   connections=config.server.connections).run()
     return 0
 
 

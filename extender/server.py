@@ -1,6 +1,12 @@
 """Serving with gunicorn: exactly one worker process (it owns the cache, reservations and waiting
-room; more workers would each hold a different truth) with a pool of threads, so binds held in
-Permit do not block filter and prioritize."""
+room; more workers would each hold a different truth), concurrent inside so binds held in Permit
+never block filter and prioritize.
+
+The default worker is gevent: every request is a greenlet, so a 1,000-member gang can wait in
+its bind calls at once, and on the measuring machine it answered filter and prioritize ~40%
+faster than the threaded worker (see README "Performance"). gunicorn's gevent worker patches the
+standard library before the app is built, so the engine's threads, locks and events become
+cooperative. ``gthread`` (a pool of ``threads``) remains available."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from gunicorn.app.base import BaseApplication
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, app_factory: Callable[[], Flask], *, host: str, port: int, threads: int,
                  log_level: str = "info", cert_file: str = "", key_file: str = "", client_ca_file: str = "",
-                 extra: dict[str, Any] | None = None) -> None:
+                 worker: str = "gevent", connections: int = 2000, extra: dict[str, Any] | None = None) -> None:
         self.app_factory = app_factory
         tls: dict[str, Any] = {}
         if cert_file:
@@ -24,8 +30,9 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
         self.options = {
             "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             "workers": 1,
-            "worker_class": "gthread",
+            "worker_class": worker,
             "threads": threads,
+            "worker_connections": connections,
             "timeout": 60,
             "graceful_timeout": 10,
             "keepalive": 90,

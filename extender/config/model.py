@@ -22,7 +22,9 @@ Example (every key optional; these are the defaults)::
       host: 127.0.0.1
       port: 8888
       pathPrefix: /scheduler
-      threads: 64                      # concurrent requests (binds may wait in Permit)
+      worker: gevent                   # gevent (greenlets; fastest here) or gthread
+      connections: 2000                # gevent: concurrent requests (every gang member waits in bind)
+      threads: 64                      # gthread: concurrent requests
       maxRequestBytes: 64Mi
       logLevel: info                   # debug | info | warning | error
       logFormat: logfmt                # logfmt | json
@@ -227,7 +229,9 @@ class _Server(_Strict):
     port = fields.Integer(load_default=8888, strict=True, validate=validate.Range(min=1, max=65535))
     pathPrefix = fields.String(load_default="/scheduler", validate=validate.Regexp(r"^(/[A-Za-z0-9._~-]+)*$",
                                error="must be empty or a path like /scheduler (no trailing slash)"))
+    worker = fields.String(load_default="gevent", validate=validate.OneOf(["gevent", "gthread"]))
     threads = fields.Integer(load_default=64, strict=True, validate=validate.Range(min=1, max=10000))
+    connections = fields.Integer(load_default=2000, strict=True, validate=validate.Range(min=10, max=100000))
     maxRequestBytes = ByteSize(load_default=64 * 2**20)
     logLevel = fields.String(load_default="info", validate=validate.OneOf(["debug", "info", "warning", "error"]))
     logFormat = fields.String(load_default="logfmt", validate=validate.OneOf(["logfmt", "json"]))
@@ -387,6 +391,8 @@ class ServerConfig:
     log_level: str = "info"
     log_format: str = "logfmt"
     tls: TlsConfig = field(default_factory=TlsConfig)
+    worker: str = "gevent"
+    connections: int = 2000
 
 
 @dataclass(frozen=True)
@@ -475,7 +481,8 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
     s = data["server"]
     server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
                           s["logLevel"], s["logFormat"],
-                          TlsConfig(s["tls"]["certFile"], s["tls"]["keyFile"], s["tls"]["clientCAFile"]))
+                          TlsConfig(s["tls"]["certFile"], s["tls"]["keyFile"], s["tls"]["clientCAFile"]),
+                          s["worker"], s["connections"])
     e = data["extender"]
     link = ExtenderLink(e["urlPrefix"] or _default_url(server), e["filterVerb"], e["prioritizeVerb"],
                         e["preemptVerb"], e["bindVerb"], e["weight"], e["httpTimeout"], e["nodeCacheCapable"],

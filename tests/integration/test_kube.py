@@ -138,7 +138,10 @@ def test_binding_failure_is_a_clear_error_and_releases_the_reservation(api: Fake
         api.fail_next("POST", r"/pods/p/binding$", status=status, message="injected")
         error = ext.engine.bind("default", "p", uid(api, "p"), "n1")
         assert "bind failed" in error and ("conflict" if status == 409 else "binding failed") in error
-        assert ext.used("n1") == 0 and ext.state.cache.sizes()["assumed_pods"] == 0
+        # the annotation written before the Binding is withdrawn; once the watch has delivered
+        # both patches nothing is held
+        wait_for(lambda: ext.used("n1") == 0 and ext.state.cache.sizes()["assumed_pods"] == 0,
+                 what="reservation released")
         assert api.get("Pod", "default", "p")["spec"].get("nodeName") is None
     finally:
         ext.stop()
