@@ -59,7 +59,10 @@ class PreFilterPlugin(Plugin, Protocol):
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Can ``pod`` run on ``node``? Must be cheap: it runs for every candidate node."""
+        """Can ``pod`` run on ``node``? Must be cheap: it runs for every candidate node. A plugin
+        may also define ``filter_all(state, pod, nodes) -> dict[node name, Status]`` returning
+        the rejections only, with exactly the verdicts ``filter`` would give; the runtime uses it
+        when the plugin is a profile's only Filter plugin (one loop, no per-node call overhead)."""
 
 
 @runtime_checkable

@@ -116,6 +116,14 @@ class Engine:
         return self.frameworks.get(pod.scheduler_name) or self.frameworks[self.default_profile]
 
     def pod_info(self, raw: Mapping[str, Any]) -> PodInfo:
+        """Parse the request's pod (once per pod version: filter, prioritize and preempt for the
+        same uid and resourceVersion share it)."""
+        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+        if isinstance(meta, Mapping) and meta.get("uid") and meta.get("resourceVersion"):
+            with self._seen_lock:
+                known = self._seen.get(str(meta["uid"]))
+            if known is not None and known.resource_version == str(meta["resourceVersion"]):
+                return known
         try:
             pod = PodInfo.from_pod(raw, self.handle.managed_resources)
         except (ValueError, QuantityError, TypeError, AttributeError) as exc:

@@ -49,6 +49,27 @@ class NodeResources:
                 return self._reject(lack, resource, need, free, alloc)
         return _OK
 
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
+        """``filter`` over many nodes in one loop: the rejections, by node name."""
+        wants = [(r, n) for r, n in pod.requests.items() if n > 0]
+        out: dict[str, Status] = {}
+        if not wants:
+            return out
+        reject = self._reject
+        absent, exceeds, short = logic.Lack.ABSENT, logic.Lack.EXCEEDS_ALLOCATABLE, logic.Lack.INSUFFICIENT
+        for node in nodes:
+            allocatable, requested = node.allocatable, node.requested
+            for resource, need in wants:
+                alloc = allocatable.get(resource)
+                if alloc is None:
+                    out[node.name] = reject(absent, resource, need, 0, None)
+                    break
+                free = alloc - requested.get(resource, 0)
+                if need > free:
+                    out[node.name] = reject(exceeds if need > alloc else short, resource, need, free, alloc)
+                    break
+        return out
+
     def _reject(self, lack: logic.Lack, resource: str, need: int, free: int, alloc: int | None) -> Status:
         """Statuses are immutable and nodes repeat the same numbers (full nodes, no devices), so
         one Status per distinct shortage is shared (bounded cache)."""

@@ -116,3 +116,16 @@ def test_preempt_with_full_victim_pods_uses_their_priority() -> None:
     decisions = engine.preempt(make_pod("hi").req(gpu=3).priority(100).obj(),
                                {"half": Candidate([("s1", stranger), ("r1", None)], 0)})
     assert decisions["half"].victims == ["r1"], "the unknown victim of higher priority is never named"
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2, 3, 5], ids=lambda g: f"{g}-gpus")
+def test_batch_filter_gives_exactly_the_per_node_verdicts(gpus: int) -> None:
+    from extender.framework.cycle_state import CycleState
+    engine = engine_over(NODES, RUNNING)
+    plugin = engine.frameworks["default-scheduler"].filter_plugins[0]
+    pod = engine.pod_info(make_pod("p").req(gpu=gpus).obj() if gpus else make_pod("p").req(cpu=1).obj())
+    nodes = list(engine.cache.snapshot())
+    one_by_one = {n.name: s for n in nodes if not (s := plugin.filter(CycleState(), pod, n)).ok}
+    batch = plugin.filter_all(CycleState(), pod, nodes)
+    assert {k: (v.code, v.reasons, v.detail_text) for k, v in batch.items()} == \
+        {k: (v.code, v.reasons, v.detail_text) for k, v in one_by_one.items()}
