@@ -116,14 +116,8 @@ class Engine:
         return self.frameworks.get(pod.scheduler_name) or self.frameworks[self.default_profile]
 
     def pod_info(self, raw: Mapping[str, Any]) -> PodInfo:
-        """Parse the request's pod (once per pod version: filter, prioritize and preempt for the
-        same uid and resourceVersion share it)."""
-        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-        if isinstance(meta, Mapping) and meta.get("uid") and meta.get("resourceVersion"):
-            with self._seen_lock:
-                known = self._seen.get(str(meta["uid"]))
-            if known is not None and known.resource_version == str(meta["resourceVersion"]):
-                return known
+        """Parse the request's pod. Always parsed anew: callers (tests, tools) may send different
+        pods under one uid and resourceVersion, and a stale parse would decide wrongly."""
         try:
             pod = PodInfo.from_pod(raw, self.handle.managed_resources)
         except (ValueError, QuantityError, TypeError, AttributeError) as exc:
