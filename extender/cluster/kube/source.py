@@ -27,6 +27,8 @@ from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+FREEZE_EVERY = 5000
+
 PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods", "pdb": "/apis/policy/v1/poddisruptionbudgets"}
 
 
@@ -104,6 +106,7 @@ class KubeSource:
         self._streams: dict[str, Any] = {}
         self._sink: ClusterEvents | None = None
         self.last_resource_version: dict[str, str] = {}
+        self._applied = 0
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -200,6 +203,7 @@ class KubeSource:
             synced = self._listed >= set(PATHS)
         if first and synced and self._sink is not None:
             self._sink.mark_synced()
+        gc.collect()  # nothing cyclic gets frozen; the scan covers only what is not frozen yet
         gc.freeze()  # what was just listed lives as long as the process: keep collections off it
         log.info("listed", extra={"kind": kind, "items": listed, "kept": len(self._known[kind]),
                                   "resource_version": rv})
@@ -227,6 +231,14 @@ class KubeSource:
                     continue
                 self._count("watch_events", kind, type=str(etype))
                 self._apply(kind, str(etype), obj)
+                self._applied += 1
+                if self._applied % FREEZE_EVERY == 0:
+                    # cached objects are acyclic dicts that refcounting frees; keep the cyclic
+                    # collector from rescanning the growing cache (full collections stalled
+                    # verbs for up to 1.6 s at 20,000 followed pods). Collect first, so no cyclic
+                    # garbage is frozen; that scan covers only what came since the last freeze.
+                    gc.collect()
+                    gc.freeze()
         finally:
             with self._lock:
                 self._streams.pop(kind, None)
