@@ -74,7 +74,7 @@ from extender.testing.fakeapi import FakeApiServer  # noqa: E402
 from extender.testing.fakeapi.errors import ApiError as FakeApiError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hot_path import free_port, kube_extender_cmd  # noqa: E402
+from hot_path import descendants, free_port, kube_extender_cmd  # noqa: E402
 
 GPU = "example.com/gpu"
 SEED = 20260521
@@ -503,21 +503,6 @@ def proc_cpu(pid: int) -> float:
         return 0.0
 
 
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry))
-    return out
-
-
 def mb(kb: float) -> float:
     return kb / 1024.0
 
@@ -563,7 +548,7 @@ class Extender:
         return self.proc.poll() is None
 
     def worker(self) -> int | None:
-        kids = children(self.proc.pid)
+        kids = descendants(self.proc.pid)
         return kids[0] if kids else None
 
     def get(self, path: str, timeout: float = 30.0) -> tuple[int, bytes]:

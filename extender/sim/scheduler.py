@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from extender.framework.clock import FakeClock
 from extender.framework.status import Code, Status
 from extender.sim import queue as q
 from extender.sim.cache import NodeState, PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
@@ -89,22 +90,14 @@ class ClusterLike(Protocol):
     def nodes(self) -> list[dict[str, Any]]: ...
 
 
-class VirtualClock:
+class VirtualClock(FakeClock):
     """Time that moves only when the scheduler advances it (thread-safe)."""
 
     virtual = True
 
     def __init__(self, start: float = EPOCH) -> None:
+        super().__init__(start)
         self.start = start
-        self._t = start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._t
-
-    def monotonic(self) -> float:
-        return self.now()
 
     def advance_to(self, t: float) -> None:
         with self._lock:
