@@ -6,14 +6,47 @@ Names are prefixed ``kube_extender_``. The three cache gauges mirror kube-schedu
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 _VERB_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _PLUGIN_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1, 5)
+
+
+class _Memo:
+    """``labels(*values)`` answered from a memo of the children already made: one dict lookup per
+    call on the request path instead of prometheus_client's lock plus ``str()`` of every value.
+    Children are the library's own (same samples, same exposition); ``remove``/``clear`` drop
+    the memo with them. Keyword labels take the library's path."""
+
+    def labels(self, *values: Any, **by_name: Any) -> Any:
+        memo: dict[tuple[Any, ...], Any] = self.__dict__.setdefault("_memo", {})
+        child = memo.get(values) if values and not by_name else None
+        if child is None:
+            child = super().labels(*values, **by_name)  # type: ignore[misc]
+            if values and not by_name:
+                memo[values] = child
+        return child
+
+    def remove(self, *values: Any) -> None:
+        self.__dict__.pop("_memo", None)
+        super().remove(*values)  # type: ignore[misc]
+
+    def clear(self) -> None:
+        self.__dict__.pop("_memo", None)
+        super().clear()  # type: ignore[misc]
+
+
+class Counter(_Memo, prometheus_client.Counter):
+    """A Counter whose ``labels`` is memoized (see ``_Memo``)."""
+
+
+class Histogram(_Memo, prometheus_client.Histogram):
+    """A Histogram whose ``labels`` is memoized (see ``_Memo``)."""
 
 
 class _CacheCollector(Collector):

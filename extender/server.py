@@ -6,7 +6,9 @@ The default worker is gevent: every request is a greenlet, so a 1,000-member gan
 its bind calls at once, and on the measuring machine it answered filter and prioritize ~40%
 faster than the threaded worker (see README "Performance"). gunicorn's gevent worker patches the
 standard library before the app is built, so the engine's threads, locks and events become
-cooperative. ``gthread`` (a pool of ``threads``) remains available."""
+cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``): filter and prioritize
+are read and answered straight off the socket, every other request by gunicorn as before.
+``gthread`` (a pool of ``threads``, no fast lane) remains available."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ from typing import Any, Callable
 
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+
+
+WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
+"""gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
 
 
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
@@ -30,7 +36,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
         self.options = {
             "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             "workers": 1,
-            "worker_class": worker,
+            "worker_class": WORKERS.get(worker, worker),
             "threads": threads,
             "worker_connections": connections,
             "timeout": 60,

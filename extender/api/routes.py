@@ -61,38 +61,63 @@ def _pod_label(body: Any) -> str:
     return "-"
 
 
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+Record = Callable[[], None]
+"""Logs and counts one answered request (its duration already measured); called once."""
+
+Answer = tuple[int, Any, Record]
+"""A verb handler's result: HTTP status, reply payload, and the request's Record."""
+
+
 class HotVerbs:
     """WSGI middleware answering filter and prioritize - kube-scheduler's serial, latency-critical
     calls - with the very handlers the Flask views use, minus Flask's per-request machinery
     (~0.3 ms). Only the plain case is taken: POST, no query string, a Content-Length within the
     limit, this replica serving. Anything else, and any request the handler refuses as bad, goes
-    to the Flask app unchanged (with the body it already read), which answers exactly as before."""
+    to the Flask app unchanged (with the body it already read), which answers exactly as before.
 
-    def __init__(self, app: Callable[..., Any], routes: Mapping[str, Callable[[bytes], tuple[int, Any]]],
+    ``respond`` is the same decision for a server that reads requests itself (the gevent
+    worker's fast lane, ``extender.api.fastlane``)."""
+
+    def __init__(self, app: Callable[..., Any], routes: Mapping[str, Callable[[bytes], Answer]],
                  serving: Callable[[], bool], limit: int) -> None:
         self.app = app
         self.routes = dict(routes)
         self.serving = serving
         self.limit = limit
 
+    def respond(self, path: str, body: bytes) -> tuple[int, bytes, Record] | None:
+        """The answer to a plain POST of ``body`` to ``path``: status, JSON reply bytes and the
+        request's Record (call it once the reply is on its way); None when the Flask app must
+        answer instead (not a hot path, not serving, bad input, any failure)."""
+        handler = self.routes.get(path)
+        if handler is None or not self.serving():
+            return None
+        try:
+            status, payload, record = handler(body)
+            return status, orjson.dumps(payload), record
+        except Exception:  # noqa: BLE001 - bad input and surprises: the Flask app answers them
+            return None
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        handler = self.routes.get(environ.get("PATH_INFO", ""))
-        if handler is None or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING"):
+        path = environ.get("PATH_INFO", "")
+        if path not in self.routes or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING"):
             return self.app(environ, start_response)
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length <= 0 or (self.limit and length > self.limit) or not self.serving():
+        if length <= 0 or (self.limit and length > self.limit):
             return self.app(environ, start_response)
         body = environ["wsgi.input"].read(length)
-        try:
-            status, payload = handler(body)
-        except Exception:  # noqa: BLE001 - bad input and surprises: the Flask app answers them
+        answer = self.respond(path, body)
+        if answer is None:
             environ["wsgi.input"] = io.BytesIO(body)
             return self.app(environ, start_response)
-        data = orjson.dumps(payload)
-        start_response(f"{status} {HTTPStatus(status).phrase}",
+        status, data, record = answer
+        record()
+        start_response(f"{status} {_REASONS[status]}",
                        [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 
@@ -110,14 +135,18 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             raise RequestEntityTooLarge()
         return data
 
-    def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> None:
-        """One log line and the metrics of one request. ``outcome`` is a small fixed set (it is a
-        metric label): ok, feasible, unschedulable, candidates, none, bound, error."""
+    def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> Record:
+        """The Record of one request, its duration measured now: when called, one log line and the
+        metrics. ``outcome`` is a small fixed set (it is a metric label): ok, feasible,
+        unschedulable, candidates, none, bound, error."""
         seconds = time.perf_counter() - started
-        metrics.requests.labels(verb, outcome).inc()
-        metrics.request_duration.labels(verb).observe(seconds)
-        log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
-                                   "duration_ms": round(seconds * 1000, 3)})
+
+        def record() -> None:
+            metrics.requests.labels(verb, outcome).inc()
+            metrics.request_duration.labels(verb).observe(seconds)
+            log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
+                                       "duration_ms": round(seconds * 1000, 3)})
+        return record
 
     def internal(verb: str, exc: BaseException, pod: str) -> None:
         metrics.internal_errors.labels(verb).inc()
@@ -126,7 +155,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     Reply = tuple[int, Any]
 
     def attempt(verb: str, t0: float, pod: str, size: int, call: Callable[[], Any],
-                on_failure: Callable[[Exception], Reply]) -> tuple[Any, Reply | None]:
+                on_failure: Callable[[Exception], Reply]) -> tuple[Any, Answer | None]:
         """Run the engine; a bad request becomes 400, an internal failure is logged, counted and
         answered by ``on_failure`` (filter: ``Error``; prioritize and preempt: HTTP 500)."""
         try:
@@ -135,13 +164,12 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             raise wire.BadRequest(str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - never a crash; see on_failure
             internal(verb, exc, pod)
-            finish(verb, t0, pod, size, "error")
-            return None, on_failure(exc)
+            return None, (*on_failure(exc), finish(verb, t0, pod, size, "error"))
 
     def http_500(verb: str) -> Callable[[Exception], Reply]:
         return lambda exc: (500, {"error": f"{verb} failed: {type(exc).__name__}: {exc}"})
 
-    def do_filter(body: bytes) -> Reply:
+    def do_filter(body: bytes) -> Answer:
         t0 = time.perf_counter()
         args = wire.load_extender_args(_FILTER_ARGS, wire.decode(body))
         names = wire.node_names_of(args)
@@ -150,11 +178,11 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
                                   lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}")))
         if failed is not None:
             return failed
-        finish("filter", t0, pod, len(names), "error" if outcome.error else
-               ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
-        return 200, wire.filter_reply(args, outcome)
+        record = finish("filter", t0, pod, len(names), "error" if outcome.error else
+                        ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
+        return 200, wire.filter_reply(args, outcome), record
 
-    def do_prioritize(body: bytes) -> Reply:
+    def do_prioritize(body: bytes) -> Answer:
         t0 = time.perf_counter()
         args = wire.load_extender_args(_FILTER_ARGS, wire.decode(body))
         names = wire.node_names_of(args)
@@ -163,10 +191,9 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
                                  http_500("prioritize"))
         if failed is not None:
             return failed
-        finish("prioritize", t0, pod, len(names), "ok")
-        return 200, wire.prioritize_reply(scores)
+        return 200, wire.prioritize_reply(scores), finish("prioritize", t0, pod, len(names), "ok")
 
-    def do_preempt(body: bytes) -> Reply:
+    def do_preempt(body: bytes) -> Answer:
         t0 = time.perf_counter()
         args = wire.load(_PREEMPT_ARGS, wire.decode(body))
         candidates = wire.preempt_candidates(args)
@@ -175,12 +202,13 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
                                     lambda: engine.preempt(args["Pod"], candidates), http_500("preempt"))
         if failed is not None:
             return failed
-        finish("preempt", t0, pod, len(candidates), "candidates" if decisions else "none", kept=len(decisions))
-        return 200, wire.preempt_reply(decisions)
+        return 200, wire.preempt_reply(decisions), finish("preempt", t0, pod, len(candidates),
+                                                          "candidates" if decisions else "none", kept=len(decisions))
 
-    def view(handler: Callable[[bytes], Reply]) -> Callable[[], Response]:
+    def view(handler: Callable[[bytes], Answer]) -> Callable[[], Response]:
         def run() -> Response:
-            status, payload = handler(read_body())
+            status, payload, record = handler(read_body())
+            record()
             return json_response(payload, status)
         return run
 
@@ -195,7 +223,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
         except Exception as exc:  # noqa: BLE001 - reported in Error: kube-scheduler backs off
             internal("bind", exc, pod)
             error = f"internal error: {type(exc).__name__}: {exc}"
-        finish("bind", t0, pod, 1, "bound" if not error else "error")
+        finish("bind", t0, pod, 1, "bound" if not error else "error")()
         if error:
             log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
         return json_response(wire.bind_reply(error))

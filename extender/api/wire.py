@@ -47,6 +47,7 @@ def load(schema: Schema, data: Any) -> dict[str, Any]:
 
 
 _ARGS_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
+_STR = frozenset({str})
 
 
 def load_extender_args(schema: Schema, data: Any) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def load_extender_args(schema: Schema, data: Any) -> dict[str, Any]:
         pod, names = data.get("Pod"), data.get("NodeNames")
         meta = pod.get("metadata") if type(pod) is dict else None
         if (type(meta) is dict and type(meta.get("name")) is str and meta["name"]
-                and type(names) is list and all(type(n) is str for n in names)):
+                and type(names) is list and set(map(type, names)) <= _STR):
             return {"Pod": pod, "Nodes": None, "NodeNames": names}
     return load(schema, data)
 
@@ -97,8 +98,15 @@ def to_extender_score(score: int) -> int:
     return (score * MAX_EXTENDER_PRIORITY + MAX_NODE_SCORE // 2) // MAX_NODE_SCORE
 
 
+_EXTENDER_SCORES = tuple(to_extender_score(s) for s in range(MAX_NODE_SCORE + 1))
+
+
 def prioritize_reply(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    return [{"Host": name, "Score": to_extender_score(score)} for name, score in scores]
+    """``HostPriorityList``: every (node, 0..MAX_NODE_SCORE score) as ``{"Host", "Score"}`` on
+    the extender's 0..10 scale (a table lookup per node; out-of-range scores are clamped)."""
+    table, top = _EXTENDER_SCORES, MAX_NODE_SCORE
+    return [{"Host": name, "Score": table[score] if type(score) is int and 0 <= score <= top
+             else to_extender_score(score)} for name, score in scores]
 
 
 def preempt_candidates(args: Mapping[str, Any]) -> dict[str, Candidate]:

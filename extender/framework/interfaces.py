@@ -84,7 +84,10 @@ class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """A score for the node (``0..MAX_NODE_SCORE`` unless normalize_score rescales). A plugin
         may also define ``normalize_score(state, pod, scores: dict[str, int]) -> None``, called once
-        per cycle with all its scores, to rescale them in place."""
+        per cycle with all its scores, to rescale them in place, and ``score_all(state, pod, nodes)
+        -> (dict[node name, int], Status)`` giving exactly the scores ``score`` would give for every
+        node in one call (no per-node call overhead); the runtime then uses it instead of ``score``.
+        A non-success Status from ``score_all`` fails prioritize, as an exception does."""
 
 
 @runtime_checkable

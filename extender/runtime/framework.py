@@ -42,6 +42,37 @@ def _crash(plugin: str, point: str, exc: BaseException) -> Status:
                   plugin=plugin, error=exc)
 
 
+_INT = frozenset({int})
+
+
+def _invalid_score(plugin: str, scores: Mapping[str, Any], names: Mapping[str, Any]) -> Status | None:
+    """An error naming the first node of ``names`` whose score is not an int in
+    MIN_NODE_SCORE..MAX_NODE_SCORE, or None. All valid (the rule) is settled by a few C-level
+    passes; node by node only to name the culprit. Scores of other names are ignored."""
+    values = scores.values()
+    if (scores.keys() >= names.keys() and set(map(type, values)) <= _INT
+            and (not values or (MIN_NODE_SCORE <= min(values) and max(values) <= MAX_NODE_SCORE))):
+        return None
+    for name in names:
+        s = scores.get(name)
+        if type(s) is not int or not MIN_NODE_SCORE <= s <= MAX_NODE_SCORE:
+            return Status(Code.ERROR, (f"plugin {plugin} returned invalid score {s!r} for node {name}",),
+                          plugin=plugin)
+    return None
+
+
+def _weighted_average(names: Mapping[str, Any], weighted: Sequence[tuple[Mapping[str, int], int]]) -> dict[str, int]:
+    """Per name, the weight-averaged (rounded down) score of the plugins; 0 without weight.
+    With a single plugin that is its own score, taken as is."""
+    weight_sum = sum(weight for _, weight in weighted)
+    if not weight_sum:
+        return dict.fromkeys(names, 0)
+    if len(weighted) == 1:
+        only = weighted[0][0]
+        return {name: only[name] for name in names}
+    return {name: sum(scores[name] * weight for scores, weight in weighted) // weight_sum for name in names}
+
+
 @dataclass
 class FilterResult:
     """Outcome of the Filter phase over a node list: survivors in input order, and the status of
@@ -230,30 +261,44 @@ class Framework:
                 state.skip_score.add(pre.name)
             elif not st.ok:
                 return {}, st.with_plugin(pre.name)
-        totals = dict.fromkeys((n.name for n in nodes), 0)
-        weight_sum = 0
+        names = dict.fromkeys(n.name for n in nodes)
+        weighted: list[tuple[Mapping[str, int], int]] = []
         for p, weight in self.score_plugins:
             if p.name in state.skip_score:
                 continue
             t0 = time.perf_counter()
             try:
-                scores = {n.name: p.score(state, pod, n) for n in nodes}
-                normalize = getattr(p, "normalize_score", None)
-                if normalize is not None:
-                    normalize(state, pod, scores)
+                scores, st = self._plugin_scores(p, state, pod, nodes)
             except Exception as exc:  # noqa: BLE001
                 return {}, _crash(p.name, "Score", exc)
             finally:
                 self._observe(p.name, "Score", time.perf_counter() - t0)
-            for name, s in scores.items():
-                if type(s) is not int or not MIN_NODE_SCORE <= s <= MAX_NODE_SCORE:
-                    return {}, Status(Code.ERROR, (f"plugin {p.name} returned invalid score {s!r} for node {name}",),
-                                      plugin=p.name)
-                totals[name] += s * weight
-            weight_sum += weight
-        if weight_sum:
-            totals = {name: total // weight_sum for name, total in totals.items()}
-        return totals, Status()
+            if not st.ok:
+                return {}, st
+            invalid = _invalid_score(p.name, scores, names)
+            if invalid is not None:
+                return {}, invalid
+            weighted.append((scores, weight))
+        return _weighted_average(names, weighted), Status()
+
+    @staticmethod
+    def _plugin_scores(p: ScorePlugin, state: CycleState, pod: PodInfo,
+                       nodes: Sequence[NodeInfo]) -> tuple[dict[str, Any], Status]:
+        """One plugin's scores by node name, normalized: its batch ``score_all`` when it has one
+        (a non-success status becomes an error naming the plugin, as a failed Score does in
+        kube-scheduler), else ``score`` per node. Plugin exceptions propagate to the caller."""
+        batch = getattr(p, "score_all", None)
+        if batch is not None:
+            scores, st = batch(state, pod, nodes)
+            if not st.ok:
+                return {}, Status(Code.ERROR, (f"plugin {p.name} failed in Score: {st.message or st.code.name}",),
+                                  plugin=p.name, error=st.error)
+        else:
+            scores = {n.name: p.score(state, pod, n) for n in nodes}
+        normalize = getattr(p, "normalize_score", None)
+        if normalize is not None:
+            normalize(state, pod, scores)
+        return scores, Status()
 
     # ---- preempt verb -----------------------------------------------------------------------
 

@@ -57,6 +57,17 @@ class NodeResources:
             return out
         reject = self._reject
         absent, exceeds, short = logic.Lack.ABSENT, logic.Lack.EXCEEDS_ALLOCATABLE, logic.Lack.INSUFFICIENT
+        if len(wants) == 1:  # the common case (one managed resource asked for): no inner loop
+            resource, need = wants[0]
+            for node in nodes:
+                alloc = node.allocatable.get(resource)
+                if alloc is None:
+                    out[node.name] = reject(absent, resource, need, 0, None)
+                    continue
+                free = alloc - node.requested.get(resource, 0)
+                if need > free:
+                    out[node.name] = reject(exceeds if need > alloc else short, resource, need, free, alloc)
+            return out
         for node in nodes:
             allocatable, requested = node.allocatable, node.requested
             for resource, need in wants:
@@ -99,6 +110,30 @@ class NodeResources:
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         return logic.allocation_score(pod.requests, node.allocatable, node.requested, self.weights,
                                       self.most_allocated)
+
+    def score_all(self, state: CycleState, pod: PodInfo,
+                  nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status]:
+        """``score`` over many nodes in one call: every node's score, by name. A pod asking for
+        one weighted resource (the common case) is scored in one inlined loop with exactly
+        ``logic.allocation_score``'s arithmetic; anything else calls it per node."""
+        requests, weights, most = pod.requests, self.weights, self.most_allocated
+        wants = [(r, need) for r, need in requests.items() if need > 0 and weights.get(r, 0) > 0]
+        if not wants:
+            return dict.fromkeys((n.name for n in nodes), 0), _OK
+        if len(wants) > 1:
+            score = logic.allocation_score
+            return {n.name: score(requests, n.allocatable, n.requested, weights, most) for n in nodes}, _OK
+        resource, need = wants[0]
+        top = logic.MAX_SCORE
+        out: dict[str, int] = {}
+        for node in nodes:
+            alloc = node.allocatable.get(resource, 0)
+            used = node.requested.get(resource, 0) + need
+            if alloc <= 0 or used > alloc:
+                out[node.name] = 0
+            else:
+                out[node.name] = (used if most else alloc - used) * top // alloc
+        return out, _OK
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         node = self.handle.snapshot().get(node_name)
