@@ -27,6 +27,7 @@ from extender.framework.clock import Clock, SystemClock
 from extender.framework.handle import ClusterWriter
 from extender.metrics import Metrics
 from extender.runtime.admission import Admitter
+from extender.runtime.requeue import Nudger
 from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
@@ -56,6 +57,7 @@ class ExtenderState:
     leader: Leadership | None = None
     stop: threading.Event | None = None
     admitter: Any = None
+    nudger: Any = None
 
 
 def _freeze_heap() -> None:
@@ -162,8 +164,13 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
         admitter = Admitter(engine, config.admission.gate, config.admission.strategy)
         app.extensions["kube_extender"].admitter = admitter
         if background:
-            threading.Thread(target=admitter.run_forever, args=(config.admission.interval, leading),
+            threading.Thread(target=admitter.run_forever,
+                             args=(config.admission.interval, leading, config.admission.resync),
                              name="admission", daemon=True).start()
+    nudger = Nudger(engine, config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge)
+    app.extensions["kube_extender"].nudger = nudger
+    if background:
+        threading.Thread(target=nudger.run_forever, args=(leading,), name="nudger", daemon=True).start()
     if background and config.orphan_interval > 0:
         threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),
                          name="orphan-collector", daemon=True).start()

@@ -80,6 +80,13 @@ class Metrics:
         self.internal_errors = Counter("kube_extender_internal_errors",
                                        "Internal failures; for prioritize and preempt kube-scheduler drops "
                                        "these silently, so watch this.", ["verb"], registry=r)
+        self.nudges = Counter("kube_extender_nudges",
+                              "Pods touched so kube-scheduler retries them after an event that may help.",
+                              registry=r)
+        self.admission_evaluations = Counter("kube_extender_admission_evaluations",
+                                             "Gated pods run through PreEnqueue (evaluated) or left as they were "
+                                             "because no event their rejecting plugin declared happened (skipped).",
+                                             ["result"], registry=r)
         self.orphans = Counter("kube_extender_orphaned_allocations",
                                "Allocation annotations of never-bound pods removed after their TTL.", registry=r)
         self.watch_events = Counter("kube_extender_watch_events", "Watch events applied to the cache.",

@@ -2,6 +2,7 @@
 
     pod = make_pod("p").uid("u1").req(gpu=2).priority(10).obj()
     node = make_node("n1").alloc(gpu=4).obj()
+    group = make_pod_group("g").min_member(3).timeout(30).obj()
 
 ``gpu=`` is shorthand for the managed resource ``example.com/gpu``; other keyword names are used
 as given (``cpu="2"``); pass ``**{"vendor.io/x": 1}`` for names that are not identifiers.
@@ -114,6 +115,50 @@ class NodeBuilder:
         return copy.deepcopy(self._node)
 
 
+class PodGroupBuilder:
+    """A ``scheduling.x-k8s.io/v1alpha1`` PodGroup; ``spec(...)`` sets raw spec fields as given
+    (malformed values included), ``spec_is(...)`` replaces the whole spec (even with a non-map)."""
+
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        self._group: dict[str, Any] = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"pg-uid-{name}-{next(_uids)}",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"minMember": 1},
+        }
+
+    def uid(self, uid: str) -> PodGroupBuilder:
+        self._group["metadata"]["uid"] = uid
+        return self
+
+    def min_member(self, value: Any) -> PodGroupBuilder:
+        self._group["spec"]["minMember"] = value
+        return self
+
+    def timeout(self, seconds: Any) -> PodGroupBuilder:
+        self._group["spec"]["scheduleTimeoutSeconds"] = seconds
+        return self
+
+    def min_resources(self, **kwargs: Any) -> PodGroupBuilder:
+        self._group["spec"]["minResources"] = _resources(kwargs)
+        return self
+
+    def spec(self, **fields: Any) -> PodGroupBuilder:
+        self._group["spec"].update(fields)
+        return self
+
+    def spec_is(self, spec: Any) -> PodGroupBuilder:
+        self._group["spec"] = spec
+        return self
+
+    def status(self, **fields: Any) -> PodGroupBuilder:
+        self._group.setdefault("status", {}).update(fields)
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._group)
+
+
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:
     return PodBuilder(name, namespace)
 
@@ -122,6 +167,12 @@ def make_node(name: str) -> NodeBuilder:
     return NodeBuilder(name)
 
 
-def cluster_objects(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
+def make_pod_group(name: str, namespace: str = "default") -> PodGroupBuilder:
+    return PodGroupBuilder(name, namespace)
+
+
+def cluster_objects(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None,
+                    pod_groups: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Objects grouped by kind, as ``MemoryCluster(...)`` takes them."""
-    return {"Node": nodes, "Pod": pods or [], "PriorityClass": [], "PodDisruptionBudget": []}
+    return {"Node": nodes, "Pod": pods or [], "PriorityClass": [], "PodDisruptionBudget": [],
+            "PodGroup": pod_groups or []}

@@ -24,6 +24,10 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   is then an orphan whose annotation the leader removes (``take_expired``). This is how a
   restarted or newly elected extender allocates nothing twice.
 
+PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``) are kept beside, by namespace/name;
+a PodGroup is stored trimmed even when malformed, and read typed through ``pod_group_spec``
+(``extender.framework.pod_group.PodGroupSpec``, None when malformed).
+
 Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
 ``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
 thread-safe; ``assume`` checks and assumes atomically.
@@ -33,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from copy import deepcopy
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -40,6 +46,8 @@ from extender.cache.snapshot import Snapshot
 from extender.framework import ledger
 from extender.framework.clock import Clock
 from extender.framework.disruption import Budget
+from extender.framework.events import Change, ClusterEvent
+from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
 
@@ -50,6 +58,29 @@ class AssumeError(Exception):
     """The pod cannot be assumed (already assumed or bound, or the node is gone)."""
 
 
+CHANGE_LOG_SIZE = 50_000
+"""Changes kept for ``changes_since`` (a minute of a busy cluster's events)."""
+
+_POD_GROUP_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+
+
+def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a PodGroup: identity and a private copy of the spec (whatever it
+    is: malformed specs are kept as they are, ``PodGroupSpec.from_raw`` judges them)."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    out_meta = {k: meta[k] for k in _POD_GROUP_META if k in meta}
+    out_meta["namespace"] = str(meta.get("namespace") or "default")
+    return {"metadata": out_meta, "spec": deepcopy(raw.get("spec"))}
+
+
+@dataclass(frozen=True, slots=True)
+class _PodGroupEntry:
+    raw: dict[str, Any]
+    spec: PodGroupSpec | None
+    """None when the object is malformed."""
+
+
 @dataclass(slots=True)
 class _PodState:
     info: PodInfo
@@ -58,6 +89,11 @@ class _PodState:
     deadline: float = 0.0
     ledger: bool = False
     """Reserved because of an allocation annotation, not by a bind in this process."""
+
+
+def _without_rv(raw: Mapping[str, Any]) -> tuple[Any, Any]:
+    meta = {k: v for k, v in raw["metadata"].items() if k != "resourceVersion"}
+    return meta, raw.get("spec")
 
 
 class ClusterCache:
@@ -77,10 +113,15 @@ class ClusterCache:
         """node -> pending pods nominated to it (status.nominatedNodeName)."""
         self._nominee_node: dict[str, str] = {}
         self._budgets: dict[str, Budget] = {}
+        self._pod_groups: dict[str, _PodGroupEntry] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
         self._changes = 0
+        self._log: deque[Change] = deque(maxlen=CHANGE_LOG_SIZE)
+        self._label_index: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {}
+        """label key -> (namespace, value) -> {(uid, pod key)}, for the keys asked about by
+        ``pods_labelled``; entries may be stale (checked and dropped when read)."""
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
 
@@ -106,6 +147,11 @@ class ClusterCache:
 
     # ---- nodes ------------------------------------------------------------------------------
 
+    def _record(self, event: ClusterEvent, key: str, node: str = "") -> None:
+        """Note a change (lock held): for ``change_count`` and ``changes_since``."""
+        self._changes += 1
+        self._log.append(Change(self._changes, event, key, node))
+
     def _store(self, info: NodeInfo) -> None:
         self._nodes[info.name] = info
         self._dirty.add(info.name)
@@ -122,18 +168,23 @@ class ClusterCache:
             raise ValueError("node metadata.name must be a non-empty string")
         allocatable = NodeInfo.allocatable_of(raw, self.resources)
         with self._lock:
-            self._changes += 1
             current = self._nodes.get(name) or NodeInfo(name, None)
-            self._store(current.with_node(raw, allocatable, self._bump()))
+            new = current.with_node(raw, allocatable, self._bump())
+            if current.node is None:
+                self._record(ClusterEvent.NODE_ADD, name)
+            elif (current.allocatable, current.labels, current.annotations) != (new.allocatable, new.labels,
+                                                                               new.annotations):
+                self._record(ClusterEvent.NODE_UPDATE, name)
+            self._store(new)
 
     def remove_node(self, name: str) -> None:
         """Remove a node. Pods still accounted on it are kept on a hidden placeholder, so their
         usage is right again if the node comes back before their deletions arrive."""
         with self._lock:
-            self._changes += 1
             current = self._nodes.get(name)
             if current is None:
                 return
+            self._record(ClusterEvent.NODE_DELETE, name)
             if current.pods:
                 self._store(NodeInfo(name, None, current.allocatable, current.requested, current.pods, self._bump()))
             else:
@@ -146,6 +197,12 @@ class ClusterCache:
     def _account(self, info: PodInfo) -> None:
         node = self._nodes.get(info.node_name) or NodeInfo(info.node_name, None)
         self._store(node.with_pod(info, self._bump()))
+
+    def _release(self, info: PodInfo) -> None:
+        """Unaccount a pod whose capacity is now free for others (lock held)."""
+        self._unaccount(info)
+        if info.requests:
+            self._record(ClusterEvent.ALLOCATION_RELEASED, info.key, info.node_name)
 
     def _unaccount(self, info: PodInfo) -> None:
         node = self._nodes.get(info.node_name)
@@ -164,8 +221,11 @@ class ClusterCache:
         remembered as pending. Raises ValueError on a malformed pod."""
         info = PodInfo.from_pod(raw, self.resources)
         with self._lock:
-            self._changes += 1
             state = self._pods.get(info.uid)
+            pending = self._pending.get(info.key)
+            known = state is not None or (pending is not None and pending.uid == info.uid)
+            self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
+            self._index(info)
             if info.terminal:
                 self._unnominate(info.uid)
                 if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
@@ -173,7 +233,7 @@ class ClusterCache:
                 if state is not None:
                     del self._pods[info.uid]
                     self._assumed.pop(info.uid, None)
-                    self._unaccount(state.info)
+                    self._release(state.info)
                 return info
             self._unnominate(info.uid)
             if not info.node_name:
@@ -204,7 +264,7 @@ class ClusterCache:
                 return
             del self._pods[info.uid]
             self._assumed.pop(info.uid, None)
-            self._unaccount(state.info)
+            self._release(state.info)
         if alloc is None:
             return
         remaining = alloc.reserved_at + self.assumed_ttl - self.clock.now() if self.assumed_ttl > 0 else float("inf")
@@ -222,7 +282,7 @@ class ClusterCache:
         uid = str(meta.get("uid") or "")
         key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         with self._lock:
-            self._changes += 1
+            self._record(ClusterEvent.POD_DELETE, key)
             pending = self._pending.get(key)
             if pending is not None and (not uid or pending.uid == uid):
                 del self._pending[key]
@@ -230,7 +290,7 @@ class ClusterCache:
             self._assumed.pop(uid, None)
             self._unnominate(uid)
             if state is not None:
-                self._unaccount(state.info)
+                self._release(state.info)
 
     def _unnominate(self, uid: str) -> None:
         node = self._nominee_node.pop(uid, None)
@@ -273,6 +333,7 @@ class ClusterCache:
                 if not status.ok:
                     return status
             info = pod.bound_to(node_name)
+            self._index(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
             self._account(info)
             return Status()
@@ -294,7 +355,7 @@ class ClusterCache:
             if state is None:
                 return False
             del self._pods[uid]
-            self._unaccount(state.info)
+            self._release(state.info)
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:
@@ -308,7 +369,7 @@ class ClusterCache:
                 if state.binding_finished and state.deadline <= now:
                     del self._assumed[uid]
                     del self._pods[uid]
-                    self._unaccount(state.info)
+                    self._release(state.info)
                     expired.append(state.info)
             self._expired.extend(expired)
             if len(self._expired) > 10_000:  # nobody drains them on a follower: keep the newest
@@ -321,18 +382,76 @@ class ClusterCache:
     def upsert_pdb(self, raw: Mapping[str, Any]) -> None:
         budget = Budget.from_object(raw)
         with self._lock:
-            self._changes += 1
+            self._record(ClusterEvent.DISRUPTION_BUDGET_CHANGE, f"{budget.namespace}/{budget.name}")
             self._budgets[f"{budget.namespace}/{budget.name}"] = budget
 
     def remove_pdb(self, raw: Mapping[str, Any]) -> None:
         meta = raw.get("metadata") or {}
         with self._lock:
-            self._changes += 1
+            self._record(ClusterEvent.DISRUPTION_BUDGET_CHANGE, f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
             self._budgets.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
 
     def budgets(self) -> list[Budget]:
         with self._lock:
             return list(self._budgets.values())
+
+    # ---- pod groups (scheduling.x-k8s.io PodGroup) ------------------------------------------
+
+    def upsert_pod_group(self, raw: Mapping[str, Any]) -> None:
+        """Add or update a PodGroup, stored trimmed (``trim_pod_group``) even when malformed; a
+        malformed one is logged once (when it arrives or its spec changes) and reads as None from
+        ``pod_group_spec``. Raises ValueError for an object without a name (nothing to key it by).
+        Only a change of what is stored other than the resourceVersion (a status update) counts
+        as a change for ``change_count``."""
+        name = (raw.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("PodGroup metadata.name must be a non-empty string")
+        trimmed = trim_pod_group(raw)
+        problem, spec = PodGroupSpec.parse(trimmed)
+        key = pod_key(trimmed["metadata"]["namespace"], name)
+        with self._lock:
+            previous = self._pod_groups.get(key)
+            self._pod_groups[key] = _PodGroupEntry(trimmed, spec)
+            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
+                self._record(ClusterEvent.POD_GROUP_CHANGE, key)
+                if problem is not None:
+                    log.warning("malformed PodGroup: plugins will ignore it",
+                                extra={"pod_group": key, "error": problem})
+
+    def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
+        """The PodGroup was deleted. A deletion naming another UID than the stored one (an older
+        incarnation) is ignored."""
+        meta = raw.get("metadata") or {}
+        key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        uid = meta.get("uid")
+        with self._lock:
+            current = self._pod_groups.get(key)
+            if current is None:
+                return
+            stored_uid = current.raw["metadata"].get("uid")
+            if uid and stored_uid and uid != stored_uid:
+                return
+            del self._pod_groups[key]
+            self._record(ClusterEvent.POD_GROUP_CHANGE, key)
+
+    def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The stored PodGroup (trimmed raw dict: metadata name/namespace/uid/resourceVersion/
+        creationTimestamp and the spec as received). Read-only: never mutate it."""
+        with self._lock:
+            entry = self._pod_groups.get(pod_key(namespace, name))
+            return entry.raw if entry is not None else None
+
+    def pod_group_spec(self, namespace: str, name: str) -> PodGroupSpec | None:
+        """The PodGroup's typed spec; None when there is no such PodGroup or it is malformed."""
+        with self._lock:
+            entry = self._pod_groups.get(pod_key(namespace, name))
+            return entry.spec if entry is not None else None
+
+    def pod_groups(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        """Every stored PodGroup (of ``namespace`` if given), malformed ones included."""
+        with self._lock:
+            return [e.raw for e in self._pod_groups.values()
+                    if namespace is None or e.raw["metadata"]["namespace"] == namespace]
 
     def accounted_pods(self) -> list[PodInfo]:
         """Every pod accounted on a node (bound or assumed)."""
@@ -340,9 +459,20 @@ class ClusterCache:
             return [s.info for s in self._pods.values()]
 
     def change_count(self) -> int:
-        """Grows with every node or pod event (pending pods included): "did anything change?"."""
+        """Grows with every node, pod (pending pods included), PDB or PodGroup event: "did anything
+        change?"."""
         with self._lock:
             return self._changes
+
+    def changes_since(self, seq: int | None) -> tuple[list[Change], int, bool]:
+        """(changes after ``seq``, the latest sequence number, complete). ``complete`` is False
+        when the log no longer reaches back to ``seq`` (more than CHANGE_LOG_SIZE changes since):
+        the caller must then assume anything changed. ``seq=None``: no changes, just the latest."""
+        with self._lock:
+            if seq is None or seq >= self._changes:
+                return [], self._changes, True
+            complete = not self._log or self._log[0].seq <= seq + 1
+            return [c for c in self._log if c.seq > seq], self._changes, complete
 
     def take_expired(self) -> list[PodInfo]:
         """Assumptions that expired since the last call (for orphan garbage collection)."""
@@ -384,6 +514,45 @@ class ClusterCache:
     def pending_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:
             return self._pending.get(pod_key(namespace, name))
+
+    def _index(self, info: PodInfo) -> None:
+        """Add the pod to the label indexes built so far (lock held)."""
+        if not self._label_index:
+            return
+        labels = info.labels
+        for key, index in self._label_index.items():
+            value = labels.get(key)
+            if value is not None:
+                index.setdefault((info.namespace, value), set()).add((info.uid, info.key))
+
+    def pods_labelled(self, namespace: str, key: str, value: str) -> list[PodInfo]:
+        """Pods (pending, assumed or bound) of ``namespace`` whose label ``key`` is ``value``.
+        The first call for a ``key`` builds an index of it (one scan); later calls cost what they
+        return, so a pod group's members are found without scanning the cluster."""
+        with self._lock:
+            index = self._label_index.get(key)
+            if index is None:
+                index = self._label_index[key] = {}
+                for info in [*(st.info for st in self._pods.values()), *self._pending.values()]:
+                    v = info.labels.get(key)
+                    if v is not None:
+                        index.setdefault((info.namespace, v), set()).add((info.uid, info.key))
+            entries = index.get((namespace, value))
+            if not entries:
+                return []
+            found: list[PodInfo] = []
+            stale = []
+            for uid, pkey in entries:
+                state = self._pods.get(uid)
+                info = state.info if state is not None else self._pending.get(pkey)
+                if info is None or info.uid != uid or info.labels.get(key) != value:
+                    stale.append((uid, pkey))
+                else:
+                    found.append(info)
+            entries.difference_update(stale)
+            if not entries:
+                del index[(namespace, value)]
+            return found
 
     def pending_pods(self) -> list[PodInfo]:
         with self._lock:

@@ -23,6 +23,11 @@ class ClusterEvents(Protocol):
 
     def remove_pdb(self, raw: Mapping[str, Any]) -> None: ...
 
+    def upsert_pod_group(self, raw: Mapping[str, Any]) -> None:
+        """A ``scheduling.x-k8s.io`` PodGroup (the whole object; the sink keeps what it needs)."""
+
+    def remove_pod_group(self, raw: Mapping[str, Any]) -> None: ...
+
     def mark_synced(self) -> None: ...
 
 

@@ -4,8 +4,10 @@ Used for the embedded demo cluster, ``--cluster FILE``, tests and simulation. Wr
 the API server where the extender depends on it: a Binding with a UID precondition (409-style
 conflict when the UID differs or the pod is bound elsewhere, success when already bound to the
 same node), evictions that honour PodDisruptionBudgets, resourceVersions that increase on every
-write. Every change is delivered synchronously to the subscribed sinks, so a bind is visible in
-the cache before ``bind`` returns. Stored objects are never mutated: each write stores a copy.
+write. PodGroups (``scheduling.x-k8s.io``) are delivered like PodDisruptionBudgets, and can be
+added, replaced and deleted directly (``add_pod_group``, ``delete_pod_group``). Every change is
+delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
+``bind`` returns. Stored objects are never mutated: each write stores a copy.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class MemoryCluster:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
+        self._pod_groups: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
         self.events: deque[dict[str, Any]] = deque(maxlen=2000)
         self.skipped = 0
@@ -51,6 +54,10 @@ class MemoryCluster:
             pod = self._stamp(pod, copy=False)
             pod["metadata"].setdefault("namespace", "default")
             self._pods[_key_of(pod)] = pod
+        for group in objects.get("PodGroup", []):
+            group = self._stamp(group, copy=False)
+            group["metadata"].setdefault("namespace", "default")
+            self._pod_groups[_key_of(group)] = group
 
     # ---- construction -----------------------------------------------------------------------
 
@@ -85,6 +92,8 @@ class MemoryCluster:
                 self._deliver(sink.upsert_pod, pod, "pod")
             for pdb in self._pdbs:
                 self._deliver(sink.upsert_pdb, pdb, "pdb")
+            for group in self._pod_groups.values():
+                self._deliver(sink.upsert_pod_group, group, "podgroup")
             self._sinks.append(sink)
         sink.mark_synced()
 
@@ -135,6 +144,29 @@ class MemoryCluster:
             for sink in list(self._sinks):
                 sink.remove_pod(pod)
             return True
+
+    def add_pod_group(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a PodGroup; returns the stored copy."""
+        with self._lock:
+            stored = self._stamp(group)
+            stored["metadata"].setdefault("namespace", "default")
+            self._pod_groups[_key_of(stored)] = stored
+            for sink in list(self._sinks):
+                self._deliver(sink.upsert_pod_group, stored, "podgroup")
+            return stored
+
+    def delete_pod_group(self, namespace: str, name: str) -> bool:
+        with self._lock:
+            group = self._pod_groups.pop(pod_key(namespace, name), None)
+            if group is None:
+                return False
+            for sink in list(self._sinks):
+                sink.remove_pod_group(group)
+            return True
+
+    def pod_groups(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [_deepcopy(g) for g in self._pod_groups.values()]
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:

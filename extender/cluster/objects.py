@@ -1,8 +1,11 @@
 """Loading Kubernetes objects from YAML: multi-document files or a ``v1`` ``List``.
 
-Nodes, Pods, PriorityClasses and PodDisruptionBudgets are kept; other kinds are ignored with a
-warning. Pods without ``spec.priority`` get it from their ``priorityClassName`` or the global
-default class, as the admission controller would have done in a real cluster.
+Nodes, Pods, PriorityClasses, PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``, the
+scheduler-plugins CRD; a PodGroup of another API group, e.g. Volcano's, is not one) are kept; other
+kinds are ignored with a warning. A PodGroup's spec is not validated here: the cache keeps it as
+it is and plugins see a malformed one as absent. Pods without ``spec.priority`` get it from their
+``priorityClassName`` or the global default class, as the admission controller would have done in
+a real cluster.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import yaml
 
 log = logging.getLogger(__name__)
 
-KINDS = ("Node", "Pod", "PriorityClass", "PodDisruptionBudget")
+KINDS = ("Node", "Pod", "PriorityClass", "PodDisruptionBudget", "PodGroup")
+
+_GROUPS = {"PodGroup": "scheduling.x-k8s.io"}
+"""Kinds whose name other API groups use too: only this group's are kept (no apiVersion: kept)."""
 
 
 class ClusterFileError(ValueError):
@@ -53,8 +59,11 @@ def load_objects(text: str, origin: str = "<cluster>") -> dict[str, list[dict[st
         if not isinstance(obj, dict):
             raise ClusterFileError(f"{where}: expected an object")
         kind = obj.get("kind")
-        if kind not in KINDS:
-            log.warning("ignoring object of unsupported kind", extra={"where": where, "kind": kind})
+        api_version = obj.get("apiVersion")
+        group = _GROUPS.get(kind) if isinstance(kind, str) else None
+        if kind not in KINDS or (group and api_version and str(api_version).split("/")[0] != group):
+            log.warning("ignoring object of unsupported kind",
+                        extra={"where": where, "kind": kind, "api_version": api_version})
             continue
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:

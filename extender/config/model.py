@@ -43,7 +43,12 @@ Example (every key optional; these are the defaults)::
       enabled: true
       gate: kube-extender.io/admission
       strategy: BestEffortFIFO         # or StrictFIFO: the head blocks those behind it wanting the same resources
-      interval: 1s
+      interval: 1s                     # a pass runs after cluster changes, at most this often
+      resync: 60s                      # every gated pod is re-evaluated at least this often, events or not
+    requeue:                           # pods the extender rejected in Filter (kube-scheduler 1.29: see README)
+      nudge: false                     # touch them when an event their rejecting plugin declared happens
+      qps: 5                           # nudges per second across all pods (burst: 2 x qps)
+      minInterval: 10s                 # at most one nudge per pod this often
     kubernetes:                        # used with `serve --cluster kube`
       watchTimeout: 5m
       events: true                     # record Events on pods (rejections, preemption)
@@ -70,15 +75,13 @@ from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_l
 
 from extender.framework.interfaces import EXTENSION_POINTS
 from extender.framework.problems import flatten
+from extender.framework.durations import parse_duration
 from extender.framework.resources import QuantityError, milli
 from extender.runtime.profile import PluginRef, PluginSet, ProfileSpec
 
 API_VERSION = "kube-extender.io/v1alpha1"
 KIND = "ExtenderConfiguration"
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
-_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/"
                         r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 
@@ -91,19 +94,6 @@ class ConfigError(ValueError):
         self.source = source
         head = f"invalid configuration{f' in {source}' if source else ''}"
         super().__init__(head + ":\n" + "\n".join(f"  {path or '<root>'}: {msg}" for path, msg in problems))
-
-
-def parse_duration(value: Any) -> float:
-    """Go-style duration ("5s", "1m30s", "250ms") or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("not a duration")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and _DURATION.match(value.strip()):
-        return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))
-    if value == "0":
-        return 0.0
-    raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
 
 
 class Duration(fields.Field):
@@ -263,7 +253,14 @@ class _Admission(_Strict):
                          validate=validate.Regexp(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
                                                   error="must be a qualified name like kube-extender.io/admission"))
     strategy = fields.String(load_default="BestEffortFIFO", validate=validate.OneOf(["StrictFIFO", "BestEffortFIFO"]))
-    interval = Duration(load_default=1.0)
+    interval = Duration(load_default=1.0, validate=validate.Range(min=0.05, error="must be at least 50ms"))
+    resync = Duration(load_default=60.0, validate=validate.Range(min=1.0, error="must be at least 1s"))
+
+
+class _Requeue(_Strict):
+    nudge = fields.Boolean(load_default=False)
+    qps = fields.Float(load_default=5.0, validate=validate.Range(min=0.1, max=1000))
+    minInterval = Duration(load_default=10.0)
 
 
 class _Kubernetes(_Strict):
@@ -321,6 +318,7 @@ class _Config(_Strict):
     cache = fields.Nested(_Cache, load_default=dict)
     leaderElection = fields.Nested(_LeaderElection, load_default=dict)
     admission = fields.Nested(_Admission, load_default=dict)
+    requeue = fields.Nested(_Requeue, load_default=dict)
     kubernetes = fields.Nested(_Kubernetes, load_default=dict)
     profiles = fields.List(fields.Nested(_Profile), required=True)
 
@@ -411,6 +409,14 @@ class AdmissionConfig:
     gate: str = "kube-extender.io/admission"
     strategy: str = "BestEffortFIFO"
     interval: float = 1.0
+    resync: float = 60.0
+
+
+@dataclass(frozen=True)
+class RequeueConfig:
+    nudge: bool = False
+    qps: float = 5.0
+    min_interval: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -431,6 +437,7 @@ class ExtenderConfig:
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    requeue: RequeueConfig = field(default_factory=RequeueConfig)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -500,7 +507,9 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
                                              le["leaseDuration"], le["renewDeadline"], le["retryPeriod"]),
         kubernetes=KubernetesConfig(data["kubernetes"]["watchTimeout"], data["kubernetes"]["events"]),
         admission=AdmissionConfig(data["admission"]["enabled"], data["admission"]["gate"],
-                                  data["admission"]["strategy"], data["admission"]["interval"]),
+                                  data["admission"]["strategy"], data["admission"]["interval"],
+                                  data["admission"]["resync"]),
+        requeue=RequeueConfig(data["requeue"]["nudge"], data["requeue"]["qps"], data["requeue"]["minInterval"]),
         raw=dict(raw),
     )
 

@@ -8,7 +8,7 @@ PreFilter result in Score recomputes it in PreScore. Keys are conventionally the
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 
 class CycleState:
@@ -20,6 +20,9 @@ class CycleState:
         self.pod_annotations: dict[str, str | None] = {}
         """Written by PreBind plugins; the engine stores them on the pod in one patch (with a
         resourceVersion precondition) before the Binding."""
+        self.candidates: Sequence[str] | None = None
+        """The node names of a filter request (set before PreFilter): what kube-scheduler found
+        feasible itself. None in other cycles (prioritize, preempt, bind)."""
         self.allocation_extra: dict[str, Any] = {}
         """Plugin details (devices picked, ...) recorded in the allocation ledger annotation."""
 

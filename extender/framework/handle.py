@@ -6,10 +6,11 @@ directly; the engine implements this protocol (``extender.runtime.handle.EngineH
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
+from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 
@@ -81,6 +82,42 @@ class WaitingPodsView(Protocol):
     def __iter__(self) -> Iterator[WaitingPodView]: ...
 
 
+class ReservationsView(Protocol):
+    """Capacity held on nodes for pods that are not bound yet (``extender.runtime.reservations``).
+    A slot counts against every other pod of equal or lower priority, in Filter and at bind."""
+
+    lock: Any
+    """A re-entrant lock: hold it across plan-then-place so two plans never count the same
+    capacity."""
+
+    def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
+              member: Callable[[PodInfo], bool] = ...) -> None:
+        """Hold one slot per (node, pod) for ``owner``, replacing what it held; expires after
+        ``ttl`` seconds without a claim or consume. Unclaimed slots do not count against the
+        pods ``member`` accepts."""
+
+    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None) -> str | None:
+        """The node of the slot pod ``uid`` holds, claiming a free one (in ``prefer`` if given)."""
+
+    def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
+        """Free the slots claimed by pods not in ``keep``."""
+
+    def consume(self, owner: str, uid: str, node: str) -> bool:
+        """Pod ``uid`` is now accounted on ``node``: drop the slot it stood for."""
+
+    def keep(self, owner: str, seconds: float) -> None:
+        """Hold the reservation at least ``seconds`` from now."""
+
+    def release(self, owner: str) -> bool: ...
+
+    def get(self, owner: str) -> Any:
+        """The live reservation of ``owner`` (``slots``: uid -> slot with ``node``, ``claimed_by``)
+        or None."""
+
+    def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
+        """Placeholders on ``node`` that count against ``pod``."""
+
+
 class Handle(Protocol):
     """The engine, as seen by a plugin."""
 
@@ -88,6 +125,10 @@ class Handle(Protocol):
     writer: ClusterWriter
     managed_resources: frozenset[str]
     annotation_prefix: str
+
+    @property
+    def reservations(self) -> ReservationsView:
+        """Capacity held for pods not bound yet (pod group placements)."""
 
     @property
     def waiting_pods(self) -> WaitingPodsView:
@@ -105,9 +146,18 @@ class Handle(Protocol):
         """Pods the extender follows (pending, assumed or bound) in ``namespace`` carrying all of
         ``labels``."""
 
+    def requeue_after(self, pod: PodInfo, seconds: float) -> None:
+        """Have kube-scheduler retry ``pod`` after ``seconds`` (the pod is touched then): for a
+        rejection that ends with time, such as a back-off, which no cluster event announces."""
+
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
         PodDisruptionBudget's allowance."""
+
+    def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
+        """The PodGroup (``scheduling.x-k8s.io/v1alpha1``) ``namespace/name``; None when there is
+        none (not created yet, or the CRD is not installed) or it is malformed (logged once by
+        the cache), so the plugin falls back to its own defaults."""
 
     def permit_budget(self) -> float:
         """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to

@@ -81,6 +81,19 @@ class PreemptDecision:
     num_pdb_violations: int
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """The extender's last Filter answer for ``pod`` rejected every node: which plugins rejected
+    (``extender`` for nodes it did not know), why (the most common reason), when, and the cache's
+    change count before the answer's snapshot (only later changes can help)."""
+
+    pod: PodInfo
+    plugins: frozenset[str]
+    reason: str
+    at: float
+    seq: int
+
+
 @dataclass
 class _BindFlight:
     node: str
@@ -106,6 +119,8 @@ class Engine:
         self._inflight: dict[str, _BindFlight] = {}
         self._inflight_lock = threading.Lock()
         self._simulated = itertools.count(-1, -1)
+        self._rejections: OrderedDict[str, Rejection] = OrderedDict()
+        self._wakeups: dict[str, tuple[PodInfo, float]] = {}
         handle.engine = self
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -129,14 +144,22 @@ class Engine:
                 self._seen.popitem(last=False)
         return pod
 
-    def with_nominated(self, info: NodeInfo, pod: PodInfo) -> NodeInfo:
-        """``info`` plus the pods nominated to it whose priority is not lower than ``pod``'s:
-        capacity freed by preemption stays held for them (as kube-scheduler does for its own
-        resources). A simulated NodeInfo gets a negative generation (never cached)."""
+    def with_held(self, info: NodeInfo, pod: PodInfo) -> NodeInfo:
+        """``info`` plus the capacity held on it against ``pod``: pods nominated to it whose
+        priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
+        for its own resources) and reservation slots of equal or higher priority that ``pod`` did
+        not claim itself (a pod group's planned placement). A simulated NodeInfo gets a negative
+        generation (never cached)."""
         nominees = [p for p in self.cache.nominated(info.name) if p.uid != pod.uid and p.priority >= pod.priority]
         for nominee in nominees:
             info = info.with_pod(nominee.bound_to(info.name), next(self._simulated))
+        for placeholder in self.handle.reservations.held_on(info.name, pod):
+            info = info.with_pod(placeholder, next(self._simulated))
         return info
+
+    def held_nodes(self) -> set[str]:
+        """Nodes where ``with_held`` may add something."""
+        return self.cache.nominated_nodes() | self.handle.reservations.nodes()
 
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:
@@ -148,7 +171,9 @@ class Engine:
 
     def queue_state(self) -> dict[str, Any]:
         """What ``/debug/queue`` shows: pods held in Permit, nominated pods (capacity held for
-        them) and gated pods, each list in the profile's QueueSort order, with waiting times."""
+        them) and gated pods, each list in the profile's QueueSort order, with waiting times; the
+        pending pods the extender's last Filter answer rejected everywhere, with the reason; and
+        the reservations held for pod groups."""
         now = self.handle.clock.monotonic()
         wall = self.handle.clock.now()
 
@@ -173,7 +198,14 @@ class Engine:
             gates = [g.get("name") for g in p.raw["spec"]["schedulingGates"] if isinstance(g, dict)]
             gated.append({"pod": p.key, "uid": p.uid, "priority": p.priority, "position": i, "gates": gates,
                           "pendingSeconds": age(p), "reason": "waiting for its scheduling gates to be removed"})
-        return {"waitingInPermit": waiting, "nominated": nominated, "gated": gated}
+        rejected = []
+        for r in self.rejections():
+            current = self.cache.pending_pod(r.pod.namespace, r.pod.name)
+            if current is not None and current.uid == r.pod.uid:
+                rejected.append({"pod": r.pod.key, "uid": r.pod.uid, "plugins": sorted(r.plugins), "reason": r.reason,
+                                 "sinceSeconds": round(now - r.at, 3)})
+        return {"waitingInPermit": waiting, "nominated": nominated, "gated": gated,
+                "rejectedInFilter": rejected, "reserved": self.handle.reservations.describe()}
 
     # ---- filter -----------------------------------------------------------------------------
 
@@ -181,8 +213,10 @@ class Engine:
         pod = self.pod_info(raw_pod)
         fw = self.framework_for(pod)
         self.cache.cleanup_expired()
+        seq = self.cache.change_count()
         snapshot = self.cache.snapshot()
         state = CycleState()
+        state.candidates = node_names
         allowed, st = fw.run_pre_filter(state, pod, snapshot)
         rejected: dict[str, Status] = {}
         feasible: list[str] = []
@@ -194,7 +228,7 @@ class Engine:
         else:
             candidates = []
             get = snapshot.getter()
-            held = self.cache.nominated_nodes()
+            held = self.held_nodes()
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             for name in node_names:
@@ -206,7 +240,7 @@ class Engine:
                 else:
                     if own_node == name:
                         info = info.without_pod(pod.uid, next(self._simulated))
-                    candidates.append(self.with_nominated(info, pod) if name in held else info)
+                    candidates.append(self.with_held(info, pod) if name in held else info)
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
             rejected.update(result.rejected)
@@ -229,6 +263,9 @@ class Engine:
                 outcome.nominated = nominated if pst.ok else None
         if not feasible and not outcome.error and rejected:
             self._explain_rejection(raw_pod, pod, rejected)
+            self._remember_rejection(pod, rejected, seq)
+        elif feasible:
+            self.drop_rejection(pod.uid)
         if outcome.error:
             self._count("filter", rejected, len(feasible))
         elif self.metrics is not None:
@@ -242,6 +279,41 @@ class Engine:
                                              ("feasible" if feasible else "unschedulable"),
                                              error=outcome.error))
         return outcome
+
+    def _remember_rejection(self, pod: PodInfo, rejected: Mapping[str, Status], seq: int) -> None:
+        reasons = Counter(_by(st) for st in rejected.values())
+        entry = Rejection(pod, frozenset(st.plugin or "extender" for st in rejected.values()),
+                          reasons.most_common(1)[0][0], self.handle.clock.monotonic(), seq)
+        with self._seen_lock:
+            self._rejections[pod.uid] = entry
+            self._rejections.move_to_end(pod.uid)
+            while len(self._rejections) > self._seen_capacity:
+                self._rejections.popitem(last=False)
+
+    def rejections(self) -> list[Rejection]:
+        """Pods whose last Filter answer rejected every node (oldest first)."""
+        with self._seen_lock:
+            return list(self._rejections.values())
+
+    def drop_rejection(self, uid: str) -> None:
+        with self._seen_lock:
+            self._rejections.pop(uid, None)
+
+    def requeue_after(self, pod: PodInfo, seconds: float) -> None:
+        """Have ``pod`` touched after ``seconds`` so kube-scheduler retries it: for rejections that
+        end with time (a back-off), which no cluster event announces (``extender.runtime.requeue``)."""
+        due = self.handle.clock.monotonic() + max(0.0, seconds)
+        with self._seen_lock:
+            self._wakeups[pod.uid] = (pod, due)
+            while len(self._wakeups) > self._seen_capacity:
+                del self._wakeups[next(iter(self._wakeups))]
+
+    def due_wakeups(self) -> list[PodInfo]:
+        """The pods whose requested retry time has come (each returned once)."""
+        now = self.handle.clock.monotonic()
+        with self._seen_lock:
+            due = [uid for uid, (_, at) in self._wakeups.items() if at <= now]
+            return [self._wakeups.pop(uid)[0] for uid in due]
 
     def _explain_rejection(self, raw_pod: Mapping[str, Any], pod: PodInfo, rejected: Mapping[str, Status]) -> None:
         """An Event on the pod, in kube-scheduler's aggregated wording, when no node fits (the
@@ -390,7 +462,7 @@ class Engine:
             return f"pod {key} cannot be bound: {st.message}"
         try:
             st = self.cache.assume(pod, node,
-                                   check=lambda info: fw.run_filter_node(state, pod, self.with_nominated(info, pod)))
+                                   check=lambda info: fw.run_filter_node(state, pod, self.with_held(info, pod)))
         except AssumeError as exc:
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
@@ -417,6 +489,7 @@ class Engine:
                     self._withdraw_allocation(pod)
                 return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
+        self.drop_rejection(pod.uid)
         fw.run_post_bind(state, pod, node)
         self._clear_displaced_nominations(pod, node)
         return ""
@@ -434,7 +507,7 @@ class Engine:
             state = CycleState()
             _, st = fw.run_pre_filter(state, nominee, self.cache.snapshot())
             if st.ok:
-                st = fw.run_filter_node(state, nominee, self.with_nominated(info, nominee))
+                st = fw.run_filter_node(state, nominee, self.with_held(info, nominee))
             if not st.code.is_rejection:
                 continue
             try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
+from extender.framework.events import Change
 from extender.framework.handle import Handle, SnapshotView
 from extender.framework.interfaces import (MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
                                            PermitPlugin, PostBindPlugin, PostFilterPlugin, PreBindPlugin,
@@ -110,6 +111,11 @@ class Framework:
         self.post_bind_plugins = list(post_bind)
         self.preemption_plugins = list(preemption)
         self.waiting_pods: WaitingPods = handle.waiting_pods  # type: ignore[assignment]
+        self._by_name: dict[str, Any] = {}
+        for group in (self.pre_enqueue_plugins, self.pre_filter_plugins, self.filter_plugins,
+                      self.post_filter_plugins, self.reserve_plugins, self.permit_plugins):
+            for p in group:
+                self._by_name.setdefault(p.name, p)
 
     def _observe(self, plugin: str, point: str, seconds: float) -> None:
         if self.metrics is not None:
@@ -141,6 +147,28 @@ class Framework:
             if not st.ok:
                 return st.with_plugin(p.name)
         return Status()
+
+    def wakes(self, rejector: str, pod: PodInfo, changes: Sequence[Change]) -> bool:
+        """May ``changes`` make ``pod``, last rejected by plugin ``rejector``, schedulable? A
+        change to the pod itself always counts; otherwise the plugin's registered events and its
+        queueing hint decide (no registration: every event counts; see ``framework.events``)."""
+        plugin = self._by_name.get(rejector)
+        register = getattr(plugin, "events_to_register", None)
+        if register is None:
+            return bool(changes)
+        events = frozenset(register())
+        hint = getattr(plugin, "queueing_hint", None)
+        for change in changes:
+            if change.key == pod.key:
+                return True
+            if change.event in events:
+                try:
+                    if hint is None or hint(pod, change):
+                        return True
+                except Exception:  # noqa: BLE001 - a broken hint must not hide the pod for ever
+                    log.exception("queueing hint failed", extra={"plugin": rejector, "pod": pod.key})
+                    return True
+        return False
 
     def less(self, a: PodInfo, b: PodInfo) -> bool:
         if self.queue_sort_plugin is None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
+from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 
@@ -17,6 +18,7 @@ from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
 from extender.framework.clock import Clock
 from extender.framework.handle import ClusterWriter
+from extender.runtime.reservations import Reservations
 from extender.runtime.waiting_pods import WaitingPods
 
 BIND_MARGIN_SECONDS = 1.0
@@ -36,24 +38,39 @@ class EngineHandle:
     term: Callable[[], int] = field(default=lambda: 0)
     """The current leader term, written into allocations (fencing); 0 without leader election."""
 
+    reservations: Reservations = None  # type: ignore[assignment]
+    """Capacity held for pod groups; built from ``clock`` when not given."""
+
     engine: Engine | None = None
     """Set by the Engine when it is built (plugins are built before it)."""
+
+    def __post_init__(self) -> None:
+        if self.reservations is None:
+            self.reservations = Reservations(self.clock)
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Filters on ``node`` with the capacity held for nominated pods of equal or higher
         priority counted, as kube-scheduler's preemption simulation does."""
         if self.engine is None:
             raise RuntimeError("the engine is not built yet")
-        return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_nominated(node, pod))
+        return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_held(node, pod))
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:
             return p.namespace == namespace and all(p.labels.get(k) == v for k, v in labels.items())
+        if labels:  # through the cache's index of the first label
+            key, value = next(iter(labels.items()))
+            return [p for p in self.cache.pods_labelled(namespace, key, value) if match(p)]
         found = {p.uid: p for p in self.cache.accounted_pods() if match(p)}
         for p in self.cache.pending_pods():
             if match(p):
                 found.setdefault(p.uid, p)
         return list(found.values())
+
+    def requeue_after(self, pod: PodInfo, seconds: float) -> None:
+        if self.engine is None:
+            raise RuntimeError("the engine is not built yet")
+        self.engine.requeue_after(pod, seconds)
 
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()
@@ -63,6 +80,9 @@ class EngineHandle:
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()
+
+    def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
+        return self.cache.pod_group_spec(namespace, name)
 
     def permit_budget(self) -> float:
         """httpTimeout minus the bind margin (at least a tenth of the timeout is kept for the

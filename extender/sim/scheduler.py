@@ -25,11 +25,15 @@ object it subscribes to (a ``MemoryCluster`` or anything with the same methods, 
    backoff unless the pod already has ``spec.nodeName`` (§5.3).
 
 **Time.** The queue, backoffs, arrivals and deletions run on the scheduler's clock. With the
-default :class:`VirtualClock`, time stands still while anything is scheduled or bound: cycles and
-binding cycles take no virtual time, and the clock jumps to the next arrival, deletion, backoff
-expiry or unschedulable flush only when the active queue is empty and no binding thread is in
-flight. Extender HTTP calls and binding threads are real (wall-clock) work; throughput is
-reported in both clocks. :class:`RealClock` runs the same loop against wall time.
+default :class:`VirtualClock`, scheduling cycles take no virtual time, and the clock jumps to the
+next arrival, deletion, backoff expiry or unschedulable flush when the active queue is empty and
+no binding thread is in flight. Extender HTTP calls and binding threads are real (wall-clock)
+work: while binding threads are the only thing in flight, virtual time follows the wall clock
+(jumping to the next due time once that much real time has passed), so a bind held in an
+extender's Permit sees the arrivals and backoff expiries that fall due meanwhile - a binding
+cycle never freezes the queue. Binds that return in less time than the gap to the next due time
+(the usual case) leave virtual time unchanged. Throughput is reported in both clocks.
+:class:`RealClock` runs the same loop against wall time.
 
 **Cluster.** With an in-process extender the scheduler and the extender share one cluster
 object: the extender's bind writes the Binding and both see it. When the extender runs
@@ -263,6 +267,20 @@ class Scheduler:
     def mark_synced(self) -> None:
         pass
 
+    # PodDisruptionBudgets come in through ``pdbs=`` and kube-scheduler's core reads no PodGroups:
+    # the cluster delivers both (a cluster file may hold them), and the simulated scheduler ignores them.
+    def upsert_pdb(self, raw: Mapping[str, Any]) -> None:
+        pass
+
+    def remove_pdb(self, raw: Mapping[str, Any]) -> None:
+        pass
+
+    def upsert_pod_group(self, raw: Mapping[str, Any]) -> None:
+        pass
+
+    def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
+        pass
+
     def upsert_node(self, raw: Mapping[str, Any]) -> None:
         with self._cond:
             new = self.cache.upsert_node(raw)
@@ -371,8 +389,10 @@ class Scheduler:
         last_report = wall0
         cycles = 0
         reason = "done"
+        binding_wait: tuple[float, float] | None = None  # (wall, virtual) when only binds began running
         while True:
-            self._run_due_actions()
+            if self._run_due_actions():
+                binding_wait = None
             with self._cond:
                 now = self.clock.now()
                 while now - last_flush >= self.cfg.unschedulable_flush_interval:
@@ -381,6 +401,7 @@ class Scheduler:
                 self.queue.flush_backoff(now)
                 qp = self.queue.pop()
             if qp is not None:
+                binding_wait = None
                 self._schedule_one(qp)
                 cycles += 1
                 if progress and ((progress_every and cycles % progress_every == 0) or
@@ -392,8 +413,27 @@ class Scheduler:
                 if self.queue.has_active():
                     continue
                 if self._binding:
-                    self._cond.wait(0.05)
+                    timeout = 0.05
+                    if self.clock.virtual:
+                        # Only binding cycles are running, on the wall clock (a Permit wait inside
+                        # an extender's bind takes real time): virtual time follows the wall clock
+                        # meanwhile, so what falls due during the wait (an arrival, a backoff
+                        # expiry) happens while the binds are still in flight, as it would for
+                        # kube-scheduler. It jumps to the due time exactly, never in between.
+                        wall = time.monotonic()
+                        if binding_wait is None:
+                            binding_wait = (wall, self.clock.now())
+                        wake = self._next_wake(last_flush)
+                        if wake is not None and wake <= self._last_action_at + self.cfg.max_virtual_seconds:
+                            remaining = wake - binding_wait[1] - (wall - binding_wait[0])
+                            if remaining <= 0:
+                                self.clock.advance_to(wake)
+                                binding_wait = None
+                                continue
+                            timeout = min(timeout, remaining)
+                    self._cond.wait(timeout)
                     continue
+                binding_wait = None
                 wake = self._next_wake(last_flush)
                 if wake is None:
                     break

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
+from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
 from extender.framework.interfaces import Victim
 from extender.framework.resources import QuantityError, milli
@@ -159,6 +160,11 @@ class DeviceShare:
             return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device",
                                         detail=detail)
         return Status.unresolvable("node(s) had no device large enough", detail=detail)
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        """What can make room for a pod this plugin rejected: capacity freed, or a node added or
+        changed (allocatable, labels or annotations)."""
+        return CAPACITY_EVENTS
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """Admission: only once some node has devices where every container's ask fits now."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from extender.framework.cycle_state import CycleState
+from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
 from extender.framework.interfaces import Victim
 from extender.framework.status import Code, Status
@@ -96,6 +97,11 @@ class NodeResources:
             self._rejections.clear()
         self._rejections[key] = status
         return status
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        """What can make room for a pod this plugin rejected: capacity freed, or a node added or
+        changed (allocatable, labels or annotations)."""
+        return CAPACITY_EVENTS
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """Admission (for pods carrying the extender's gate): only once some node has enough of

@@ -69,14 +69,14 @@ class Extender:
     """One extender process: its app, source, writer and (optionally) leader elector."""
 
     def __init__(self, api: FakeApiServer, *, clock: FakeClock | None = None, ttl: str = "30s",
-                 leader: LeaderElector | None = None, events: bool = False) -> None:
+                 leader: LeaderElector | None = None, events: bool = False, **config: Any) -> None:
         self.client = KubeClient(api.api_client())
         self.metrics = Metrics()
         self.leader = leader
         self.events = EventRecorder(self.client) if events else None
         may_write = leader.is_leader if leader is not None else (lambda: True)
         self.writer = KubeWriter(self.client, may_write=may_write, events=self.events)
-        config = config_of(cache={"assumedPodTTL": ttl, "orphanCollectionInterval": "0s"})
+        config = config_of(cache={"assumedPodTTL": ttl, "orphanCollectionInterval": "0s"}, **config)
         self.source = KubeSource(self.client, PodFilter(config.managed_names, config.annotation_prefix),
                                  metrics=self.metrics, watch_timeout=30)
         self.app = create_app(config, source=self.source, writer=self.writer, clock=clock, leader=leader,

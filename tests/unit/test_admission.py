@@ -76,3 +76,43 @@ def test_debug_queue_lists_gated_pods_in_order() -> None:
     admitter, cluster = setup(QUEUE)
     state = admitter.engine.queue_state()
     assert [g["pod"] for g in state["gated"]] == ["default/big", "default/older-small", "default/small"]
+
+
+# ---- queueing hints ---------------------------------------------------------------------------------
+
+def test_a_held_pod_is_evaluated_again_only_after_an_event_its_plugin_declared() -> None:
+    running = make_pod("running").uid("r").req(gpu=4).node("n1").obj()
+    admitter, cluster = setup([gated("waiting", 2, 0, "2026-01-01T00:00:00Z"), running])
+    first = admitter.run_once()
+    assert first.evaluated == 1 and "no node has enough free" in first.held["default/waiting"]
+    steps = [
+        ("nothing happened", lambda: None, 0, []),
+        ("a pod elsewhere appeared (NodeResources does not care)",
+         lambda: cluster.add_pod(make_pod("cpu-only", namespace="other").uid("c").obj()), 0, []),
+        ("the pod itself changed", lambda: cluster.patch_pod_metadata("default", "waiting", labels={"x": "y"}), 1, []),
+        ("capacity was released", lambda: cluster.delete_pod("default", "running"), 1, ["default/waiting"]),
+    ]
+    for what, act, evaluated, admitted in steps:
+        act()
+        result = admitter.run_once()
+        assert (result.evaluated, result.admitted) == (evaluated, admitted), what
+        if not admitted:
+            assert "no node has enough free" in result.held["default/waiting"], what
+
+
+def test_a_skipped_head_still_blocks_under_strict_fifo() -> None:
+    running = make_pod("running").uid("r").req(gpu=4).node("n1").obj()
+    admitter, cluster = setup([gated("head", 2, 10, "2026-01-01T00:00:00Z"), running], "StrictFIFO")
+    admitter.run_once()
+    cluster.add_pod(gated("behind", 1, 0, "2026-01-01T00:00:01Z"))
+    result = admitter.run_once()
+    assert result.evaluated == 0 and result.admitted == [], "the new pod is behind the head that wants the same"
+    assert "StrictFIFO" in result.held["default/behind"]
+
+
+def test_a_full_pass_evaluates_everyone() -> None:
+    running = make_pod("running").uid("r").req(gpu=4).node("n1").obj()
+    admitter, _ = setup([gated("a", 2, 0, "2026-01-01T00:00:00Z"), gated("b", 2, 0, "2026-01-01T00:00:01Z"), running])
+    admitter.run_once()
+    assert admitter.run_once().evaluated == 0
+    assert admitter.run_once(full=True).evaluated == 2

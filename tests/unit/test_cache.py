@@ -178,3 +178,60 @@ def test_concurrent_assumes_never_overcommit(cache: ClusterCache) -> None:
     for t in threads:
         t.join()
     assert len(ok) == 4 and used(cache, "n1") == 4000
+
+
+# ---- label index and change log ------------------------------------------------------------------
+
+def labelled(name: str, group: str, uid: str | None = None, ns: str = "default") -> dict:
+    return make_pod(name, ns).uid(uid or f"u-{name}").req(gpu=1).labels(g=group).obj()
+
+
+def names(pods: list[PodInfo]) -> list[str]:
+    return sorted(f"{p.name}@{p.node_name or '-'}" for p in pods)
+
+
+def test_pods_labelled_follows_every_change(cache: ClusterCache) -> None:
+    cache.upsert_pod(labelled("before-index", "a"))  # exists before the first query builds the index
+    assert names(cache.pods_labelled("default", "g", "a")) == ["before-index@-"]
+    steps = [
+        ("a new pending pod", lambda: cache.upsert_pod(labelled("p1", "a")), ["before-index@-", "p1@-"]),
+        ("another namespace", lambda: cache.upsert_pod(labelled("p2", "a", ns="other")), ["before-index@-", "p1@-"]),
+        ("assumed", lambda: cache.assume(PodInfo.from_pod(labelled("p1", "a"), [GPU]), "n1"),
+         ["before-index@-", "p1@n1"]),
+        ("relabelled", lambda: cache.upsert_pod(labelled("before-index", "b")), ["p1@n1"]),
+        ("re-created under the same name", lambda: (cache.remove_pod(labelled("p1", "a")),
+                                                    cache.upsert_pod(labelled("p1", "a", uid="u-new"))), ["p1@-"]),
+        ("deleted", lambda: cache.remove_pod(labelled("p1", "a", uid="u-new")), []),
+        ("an unknown pod assumed at bind", lambda: cache.assume(PodInfo.from_pod(labelled("seen", "a"), [GPU]), "n2"),
+         ["seen@n2"]),
+    ]
+    for what, act, expected in steps:
+        act()
+        assert names(cache.pods_labelled("default", "g", "a")) == expected, what
+    assert names(cache.pods_labelled("default", "g", "b")) == ["before-index@-"]
+
+
+def test_changes_since_names_what_happened(cache: ClusterCache) -> None:
+    from extender.framework.events import ClusterEvent as E
+    _, start, _ = cache.changes_since(None)
+    cache.upsert_pod(make_pod("a").uid("ua").req(gpu=1).node("n1").obj())
+    cache.upsert_node(make_node("n1").alloc(gpu=4).obj())            # no change we care about: not recorded
+    cache.upsert_node(make_node("n1").alloc(gpu=8).obj())
+    cache.upsert_node(make_node("n3").alloc(gpu=1).obj())
+    cache.remove_pod(make_pod("a").uid("ua").obj())
+    changes, latest, complete = cache.changes_since(start)
+    assert complete and latest == changes[-1].seq
+    assert [(c.event, c.key, c.node) for c in changes] == [
+        (E.POD_ADD, "default/a", "n1"), (E.NODE_UPDATE, "n1", ""), (E.NODE_ADD, "n3", ""),
+        (E.POD_DELETE, "default/a", ""), (E.ALLOCATION_RELEASED, "default/a", "n1")]
+    assert cache.changes_since(latest) == ([], latest, True)
+
+
+def test_changes_since_reports_a_gap_when_the_log_overflowed(cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import deque
+    monkeypatch.setattr(cache, "_log", deque(maxlen=3))
+    _, start, _ = cache.changes_since(None)
+    for i in range(5):
+        cache.upsert_pod(pending(f"p{i}", 1))
+    changes, _, complete = cache.changes_since(start)
+    assert not complete and len(changes) == 3

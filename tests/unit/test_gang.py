@@ -88,3 +88,140 @@ def test_admission_waits_until_the_group_is_complete() -> None:
     third["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
     cluster.add_pod(third)
     assert sorted(admitter.run_once().admitted) == ["default/m0", "default/m1", "default/m2"]
+
+
+# ---- placement planned at the first member -------------------------------------------------------
+
+def planned(nodes: dict[str, int], pods: list[dict], clock: Any = None, **gang_args: str) -> tuple[Any, MemoryCluster]:
+    """An engine over nodes (name -> GPUs) with Gang and NodeResources."""
+    cluster = MemoryCluster(cluster_objects([make_node(n).alloc(gpu=g).obj() for n, g in nodes.items()], pods))
+    config = config_of(extender={"httpTimeout": "5s"},
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s", **gang_args}}]}])
+    app = create_app(config, source=cluster, clock=clock, background=False)
+    return app.extensions["kube_extender"].engine, cluster
+
+
+def group_of(prefix: str, size: int, gpus: int = 1, group: str | None = None) -> list[dict[str, Any]]:
+    return [member(f"{prefix}{i}", group=group or prefix, size=size, gpus=gpus) for i in range(size)]
+
+
+def filter_pod(engine: Any, cluster: MemoryCluster, name: str, nodes: list[str]) -> Any:
+    return engine.filter(cluster.get_pod("default", name), nodes)
+
+
+NODES = ["n1", "n2"]
+
+
+def test_the_first_member_reserves_the_whole_group_and_members_go_to_their_slots() -> None:
+    engine, cluster = planned({"n1": 4, "n2": 2}, group_of("a", 5))
+    first = filter_pod(engine, cluster, "a0", NODES)
+    assert first.feasible == ["n1"], "the roomiest node is filled first"
+    [res] = engine.queue_state()["reserved"]
+    assert res["owner"] == "pod-group/default/a" and res["nodes"] == {"n1": 4, "n2": 1} and res["claimed"] == 1
+    targets = [filter_pod(engine, cluster, f"a{i}", NODES).feasible for i in range(1, 5)]
+    assert sorted(t[0] for t in targets) == ["n1", "n1", "n1", "n2"] and all(len(t) == 1 for t in targets)
+    assert filter_pod(engine, cluster, "a0", NODES).feasible == ["n1"], "a member keeps its slot on retry"
+
+
+def test_a_second_group_that_does_not_fit_beside_the_first_holds_nothing() -> None:
+    engine, cluster = planned({"n1": 4, "n2": 4}, group_of("a", 5) + group_of("b", 5))
+    assert filter_pod(engine, cluster, "a0", NODES).feasible
+    out = filter_pod(engine, cluster, "b0", NODES)
+    assert out.feasible == [] and set(out.failed) == set(NODES)
+    assert out.failed["n1"] == "pod group b does not fit: 3 of 5 members have room (capacity held for other groups counted)"
+    assert [r["owner"] for r in engine.queue_state()["reserved"]] == ["pod-group/default/a"]
+
+
+def test_group_a_completes_while_group_b_waits_without_holding_anything() -> None:
+    engine, cluster = planned({"n1": 4, "n2": 4}, group_of("a", 5) + group_of("b", 5))
+    nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(5)}
+    assert not filter_pod(engine, cluster, "b0", NODES).feasible
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
+               for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    assert engine.queue_state()["reserved"] == []
+    assert filter_pod(engine, cluster, "b0", NODES).failed["n1"].startswith("pod group b does not fit: 3 of 5")
+
+
+def test_other_pods_see_the_reserved_capacity_unless_they_have_higher_priority() -> None:
+    low = make_pod("low").uid("u-low").req(gpu=1).obj()
+    high = make_pod("high").uid("u-high").req(gpu=1).priority(100).obj()
+    engine, cluster = planned({"n1": 4}, group_of("a", 4) + [low, high])
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    assert filter_pod(engine, cluster, "low", ["n1"]).failed == {"n1": "Insufficient example.com/gpu"}
+    assert engine.bind("default", "low", "u-low", "n1").startswith("node n1 no longer fits")
+    assert filter_pod(engine, cluster, "high", ["n1"]).feasible == ["n1"]
+
+
+def test_a_member_not_offered_its_planned_node_may_go_where_it_fits() -> None:
+    engine, cluster = planned({"n1": 2, "n2": 2, "n3": 2}, group_of("a", 2))
+    assert filter_pod(engine, cluster, "a0", ["n1", "n2"]).feasible == ["n1"]
+    assert filter_pod(engine, cluster, "a1", ["n3"]).feasible == ["n3"], "kube-scheduler did not offer n1"
+
+
+def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
+    engine, cluster = planned({"n1": 4}, group_of("a", 4) + group_of("b", 4), clock=clock,
+                              reservationTimeout="10s")
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible
+    assert not filter_pod(engine, cluster, "b0", ["n1"]).feasible
+    clock.advance(11)
+    assert filter_pod(engine, cluster, "b0", ["n1"]).feasible == ["n1"]
+    assert [r["owner"] for r in engine.queue_state()["reserved"]] == ["pod-group/default/b"]
+
+
+def test_a_timed_out_group_releases_its_reservation() -> None:
+    pods = group_of("a", 3) + group_of("b", 3)
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
+    config = config_of(extender={"httpTimeout": "2s"},  # Permit budget 1 s
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    engine = create_app(config, source=cluster, background=False).extensions["kube_extender"].engine
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    assert not filter_pod(engine, cluster, "b0", ["n1"]).feasible
+    assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")
+    assert engine.queue_state()["reserved"] == []
+    assert filter_pod(engine, cluster, "b0", ["n1"]).feasible == ["n1"]
+
+
+def test_a_group_with_no_size_anywhere_is_not_started() -> None:
+    pod = make_pod("x0").uid("u-x0").req(gpu=1).labels(**{GROUP: "x"}).obj()
+    engine, cluster = planned({"n1": 4}, [pod])
+    assert filter_pod(engine, cluster, "x0", ["n1"]).failed["n1"] == (
+        "pod group x is not defined: create PodGroup x or annotate its pods with kube-extender.io/pod-group-min-member")
+
+
+def test_a_slot_claimed_by_a_deleted_member_goes_to_its_replacement() -> None:
+    engine, cluster = planned({"n1": 2, "n2": 2}, group_of("a", 2))
+    assert filter_pod(engine, cluster, "a0", NODES).feasible == ["n1"]
+    assert filter_pod(engine, cluster, "a1", NODES).feasible == ["n1"]
+    cluster.delete_pod("default", "a1")
+    cluster.add_pod(member("a1-again", group="a", size=2))
+    assert filter_pod(engine, cluster, "a1-again", NODES).feasible == ["n1"], "it takes a1's slot"
+    [res] = engine.queue_state()["reserved"]
+    assert (res["slots"], res["claimed"]) == (2, 2)
+
+
+def test_a_member_rejected_during_the_back_off_is_touched_when_it_ends() -> None:
+    pods = group_of("a", 3)
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
+    config = config_of(extender={"httpTimeout": "2s"},  # Permit budget 1 s
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s", "backoff": "1s"}}]}])
+    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    engine, nudger = state.engine, state.nudger
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")
+    assert filter_pod(engine, cluster, "a1", ["n1"]).failed == {"n1": "pod group a is backing off after a timeout"}
+    assert nudger.run_once() == [], "not before the back-off ends"
+    time.sleep(1.05)
+    assert nudger.run_once() == ["default/a1"]
+    assert "kube-extender.io/nudged-at" in cluster.get_pod("default", "a1")["metadata"]["annotations"]

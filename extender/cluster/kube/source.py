@@ -9,7 +9,13 @@
   included); a 410 Gone (as an answer or an ERROR event) triggers a relist, which also delivers
   the deletions missed meanwhile. Errors back off exponentially (0.5 s doubling to 30 s, with
   jitter), and every reconnect, relist and skipped object is logged and counted.
-* The sink is marked synced once both initial lists are in (``/readyz`` then turns ready).
+* PodGroups (``scheduling.x-k8s.io/v1alpha1``, a CRD) are followed the same way when the cluster
+  serves them. A 404 on their list (or watch) means the CRD is not installed (a 403: the extender
+  may not read them, see the chart's ``features.gang``): this is logged once at INFO, the objects
+  known so far are removed, and the list is retried every ``crd_retry_interval`` seconds (default
+  3 minutes) with no error logged or counted, so installing the CRD later needs no restart.
+* The sink is marked synced once the initial lists of nodes, pods and PDBs are in and the
+  PodGroups are either listed or known to be unavailable (``/readyz`` then turns ready).
 """
 
 from __future__ import annotations
@@ -29,7 +35,13 @@ log = logging.getLogger(__name__)
 
 FREEZE_EVERY = 5000
 
-PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods", "pdb": "/apis/policy/v1/poddisruptionbudgets"}
+PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods", "pdb": "/apis/policy/v1/poddisruptionbudgets",
+         "podgroup": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"}
+
+OPTIONAL = frozenset({"podgroup"})
+"""Kinds served by a CRD that may not be installed (or readable): 404 / 403 is "unavailable"."""
+
+CRD_RETRY_INTERVAL = 180.0
 
 
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
@@ -91,16 +103,21 @@ class PodFilter:
 class KubeSource:
     def __init__(self, client: KubeClient, pod_filter: Callable[[Mapping[str, Any]], bool], *,
                  metrics: Metrics | None = None, watch_timeout: int = 300, page_size: int = 500,
-                 max_backoff: float = 30.0) -> None:
+                 max_backoff: float = 30.0, crd_retry_interval: float = CRD_RETRY_INTERVAL) -> None:
         self.client = client
         self.pod_filter = pod_filter
         self.metrics = metrics
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.max_backoff = max_backoff
+        self.crd_retry_interval = crd_retry_interval
+        """Seconds between two lists of an unavailable optional kind (a CRD not installed)."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._listed: set[str] = set()
+        self._resolved: set[str] = set()
+        """Kinds listed at least once, or optional kinds found unavailable: synced when all are."""
+        self.unavailable: set[str] = set()
+        """Optional kinds the cluster does not serve (or lets us read) right now."""
         self._lock = threading.Lock()
         self._known: dict[str, dict[str, Any]] = {kind: {} for kind in PATHS}
         self._streams: dict[str, Any] = {}
@@ -130,11 +147,12 @@ class KubeSource:
             t.join(timeout=5)
 
     def wait_synced(self, timeout: float) -> bool:
-        """For tests and benchmarks: block until both initial lists were delivered."""
+        """For tests and benchmarks: block until the initial lists were delivered (optional kinds:
+        or found unavailable)."""
         deadline = threading.Event()
         for _ in range(int(timeout * 20)):
             with self._lock:
-                if self._listed >= set(PATHS):
+                if self._resolved >= set(PATHS):
                     return True
             deadline.wait(0.05)
         return False
@@ -157,6 +175,12 @@ class KubeSource:
             except ApiError as exc:
                 if self._stop.is_set():
                     return
+                if kind in OPTIONAL and exc.status in (403, 404):
+                    self._unavailable(kind, exc)
+                    rv = ""
+                    failures = 0
+                    self._stop.wait(self.crd_retry_interval)
+                    continue
                 if exc.status == 410:
                     log.info("watch expired, relisting", extra={"kind": kind})
                     self._count("relists", kind)
@@ -169,6 +193,30 @@ class KubeSource:
                     return
                 failures += 1
                 self._backoff(kind, failures, exc)
+
+    def _unavailable(self, kind: str, exc: ApiError) -> None:
+        """An optional kind is not served (404: CRD not installed) or not readable (403): forget
+        what was known of it, log once, count as resolved for the initial sync."""
+        for key in list(self._known[kind]):
+            self._apply(kind, "DELETED", self._known[kind][key])
+        self.last_resource_version.pop(kind, None)
+        with self._lock:
+            first = kind not in self.unavailable
+            self.unavailable.add(kind)
+        if first:
+            why = "not installed" if exc.status == 404 else "forbidden (RBAC)"
+            log.info("not served by the cluster, checking again periodically",
+                     extra={"kind": kind, "path": PATHS[kind], "reason": why, "status": exc.status,
+                            "retry_every_s": self.crd_retry_interval})
+        self._resolve(kind)
+
+    def _resolve(self, kind: str) -> None:
+        with self._lock:
+            first = kind not in self._resolved
+            self._resolved.add(kind)
+            synced = self._resolved >= set(PATHS)
+        if first and synced and self._sink is not None:
+            self._sink.mark_synced()
 
     def _backoff(self, kind: str, failures: int, exc: BaseException) -> None:
         delay = min(self.max_backoff, 0.5 * 2 ** (failures - 1)) * (0.8 + 0.4 * random.random())
@@ -198,11 +246,11 @@ class KubeSource:
         for key in [k for k in self._known[kind] if k not in seen]:
             self._apply(kind, "DELETED", self._known[kind][key])
         with self._lock:
-            first = kind not in self._listed
-            self._listed.add(kind)
-            synced = self._listed >= set(PATHS)
-        if first and synced and self._sink is not None:
-            self._sink.mark_synced()
+            came_back = kind in self.unavailable
+            self.unavailable.discard(kind)
+        if came_back:
+            log.info("now served by the cluster, following it", extra={"kind": kind, "path": PATHS[kind]})
+        self._resolve(kind)
         gc.collect()  # nothing cyclic gets frozen; the scan covers only what is not frozen yet
         gc.freeze()  # what was just listed lives as long as the process: keep collections off it
         log.info("listed", extra={"kind": kind, "items": listed, "kept": len(self._known[kind]),
@@ -258,6 +306,8 @@ class KubeSource:
             self._count("skipped", kind)
             return None
         key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
+        if kind == "podgroup":
+            return self._apply_pod_group(sink, etype, key, obj, meta)
         if kind == "pdb":
             if etype == "DELETED":
                 self._known[kind].pop(key, None)
@@ -297,3 +347,19 @@ class KubeSource:
             self._count("skipped", kind)
             log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
             return None
+
+    def _apply_pod_group(self, sink: ClusterEvents, etype: str, key: str, obj: dict[str, Any],
+                         meta: dict[str, Any]) -> str | None:
+        known = self._known["podgroup"]
+        try:
+            if etype == "DELETED":
+                if known.pop(key, None) is not None:
+                    sink.remove_pod_group(obj)
+                return None
+            sink.upsert_pod_group(obj)  # the cache trims it and judges its spec
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._count("skipped", "podgroup")
+            log.warning("skipping malformed object", extra={"kind": "podgroup", "object": key, "error": str(exc)})
+            return None
+        known[key] = {"metadata": _pick(meta, ("name", "namespace", "uid"))}
+        return key

@@ -19,7 +19,7 @@ from typing import Any
 try:  # pragma: no cover - depends on the environment
     import orjson as _orjson
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["dumps", "loads", "clone", "HAVE_ORJSON"]
 

@@ -1,0 +1,81 @@
+"""PodGroup (``scheduling.x-k8s.io/v1alpha1``, the scheduler-plugins CRD), as plugins read it.
+
+The cache stores PodGroups as trimmed raw dicts, malformed ones included (what the cluster holds
+is never refused). ``PodGroupSpec.from_raw`` is the one place that reads them: it returns None for
+a PodGroup that cannot be used (so a plugin falls back to its own defaults instead of crashing):
+
+* ``spec`` not a map, ``spec.minMember`` missing or not an integer >= 1 (booleans and floats are
+  not integers, as in the CRD's ``int32`` schema);
+* ``spec.scheduleTimeoutSeconds`` present but not an integer (``null``, absent, 0 or negative
+  mean "the plugin's default", as in scheduler-plugins' coscheduling);
+* ``spec.minResources`` present but not a map of Kubernetes quantities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from extender.framework.resources import QuantityError, resource_list
+
+GROUP = "scheduling.x-k8s.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PodGroup"
+
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupSpec:
+    """A valid PodGroup. ``min_resources`` is in milli-units (``extender.framework.resources``)."""
+
+    namespace: str
+    name: str
+    min_member: int
+    schedule_timeout_seconds: float | None = None
+    min_resources: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    uid: str = ""
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any] | None) -> PodGroupSpec | None:
+        """The typed spec of a raw PodGroup, or None if it is malformed (see the module doc)."""
+        problem, spec = cls.parse(raw)
+        return spec if problem is None else None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> tuple[str | None, PodGroupSpec | None]:
+        """``(None, spec)`` for a valid PodGroup, ``(what is wrong, None)`` otherwise."""
+        if not isinstance(raw, Mapping):
+            return "not an object", None
+        meta = raw.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            return "metadata.name must be a non-empty string", None
+        spec = raw.get("spec")
+        if not isinstance(spec, Mapping):
+            return f"spec must be a map, got {type(spec).__name__}", None
+        min_member = spec.get("minMember")
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+            return f"spec.minMember must be an integer >= 1, got {min_member!r}", None
+        timeout = spec.get("scheduleTimeoutSeconds")
+        if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
+            return f"spec.scheduleTimeoutSeconds must be an integer, got {timeout!r}", None
+        try:
+            min_resources = resource_list(spec.get("minResources"))
+        except (QuantityError, TypeError, AttributeError) as exc:
+            return f"spec.minResources: {exc}", None
+        return None, cls(
+            namespace=str(meta.get("namespace") or "default"),
+            name=meta["name"],
+            min_member=min_member,
+            schedule_timeout_seconds=float(timeout) if timeout is not None and timeout > 0 else None,
+            min_resources=MappingProxyType(min_resources) if min_resources else _EMPTY,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )

@@ -1,0 +1,231 @@
+"""Reservations: capacity a plugin holds on nodes for pods that do not exist or are not bound yet.
+
+A reservation belongs to an *owner* (the gang plugin uses one per pod group) and is a list of
+slots, each a placeholder pod (the managed requests one member needs) on one node. While a slot
+exists, the engine counts its placeholder on the node for every other pod of equal or lower
+priority - in Filter and in the re-validation at bind - exactly as it counts the capacity held for
+nominated pods. So what a group planned cannot be taken by another group half-way through.
+
+Slot life cycle::
+
+    place() --> unclaimed --claim(uid)--> claimed by uid --consume(uid)--> gone (the member is
+                    |                          |                            now accounted itself)
+                    +--------- release(owner) or the reservation expires ---> gone
+
+A slot claimed by pod ``uid`` no longer counts against that pod (it is its own), and unclaimed
+slots do not count against the pods the reservation is for (``member``): a member that reaches
+bind without having claimed a slot may use one on its node. A reservation
+that makes no progress (no claim, no consume) for ``ttl`` seconds expires, so a group that stops
+arriving cannot hold capacity for ever. Reservations live in memory: after a restart they are
+gone, as are the binds that were waiting on them (kube-scheduler retries those pods).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection, Iterable
+
+from extender.framework.clock import Clock
+from extender.framework.views import PodInfo
+
+
+@dataclass
+class Slot:
+    uid: str
+    node: str
+    placeholder: PodInfo
+    claimed_by: str | None = None
+
+
+@dataclass
+class Reservation:
+    owner: str
+    priority: int
+    ttl: float
+    created: float
+    expires: float
+    member: Callable[[PodInfo], bool] = field(default=lambda pod: False, repr=False)
+    slots: dict[str, Slot] = field(default_factory=dict)
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        nodes: dict[str, int] = {}
+        for s in self.slots.values():
+            nodes[s.node] = nodes.get(s.node, 0) + 1
+        return {"owner": self.owner, "priority": self.priority, "slots": len(self.slots),
+                "claimed": sum(1 for s in self.slots.values() if s.claimed_by),
+                "nodes": dict(sorted(nodes.items())), "heldSeconds": round(now - self.created, 3),
+                "expiresInSeconds": round(max(0.0, self.expires - now), 3)}
+
+
+class Reservations:
+    """Thread-safe store of reservations, indexed by node for the Filter hot path."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.lock = threading.RLock()
+        """Held by a plugin across plan-then-place, so two plans never count the same capacity."""
+        self._owners: dict[str, Reservation] = {}
+        self._by_node: dict[str, dict[str, tuple[Reservation, Slot]]] = {}
+        self._ids = itertools.count(1)
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
+              member: Callable[[PodInfo], bool] = lambda pod: False) -> None:
+        """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before). The
+        pod is the member the slot is sized for; its placeholder copy gets a slot UID. ``member``
+        tells the pods the slots are for."""
+        with self.lock:
+            self._drop(owner)
+            now = self.clock.monotonic()
+            res = Reservation(owner, priority, ttl, now, now + ttl, member)
+            for node, pod in placements:
+                uid = f"reservation/{owner}/{next(self._ids)}"
+                placeholder = PodInfo(uid, pod.namespace, f"{pod.name} (reserved for {owner})", priority,
+                                      creation_timestamp=pod.creation_timestamp, node_name=node,
+                                      scheduler_name=pod.scheduler_name, requests=pod.requests, raw=pod.raw)
+                slot = Slot(uid, node, placeholder)
+                res.slots[uid] = slot
+                self._by_node.setdefault(node, {})[uid] = (res, slot)
+            if res.slots:
+                self._owners[owner] = res
+
+    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None) -> str | None:
+        """The node of the slot pod ``uid`` holds, claiming an unclaimed one (on a node in
+        ``prefer`` when given) if it holds none - or if the one it holds is not in ``prefer`` and
+        an unclaimed one is. None when no slot is left for it."""
+        with self.lock:
+            res = self._live(owner)
+            if res is None:
+                return None
+            mine = free = None
+            for slot in res.slots.values():
+                if slot.claimed_by == uid:
+                    mine = slot
+                elif free is None and slot.claimed_by is None and (prefer is None or slot.node in prefer):
+                    free = slot
+            if mine is not None and (free is None or prefer is None or mine.node in prefer):
+                return mine.node
+            if free is None:
+                return None
+            if mine is not None:
+                mine.claimed_by = None
+            free.claimed_by = uid
+            res.expires = self.clock.monotonic() + res.ttl
+            return free.node
+
+    def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
+        """Free the slots claimed by pods not in ``keep`` (members deleted meanwhile); returns
+        how many were freed."""
+        with self.lock:
+            res = self._live(owner)
+            freed = 0
+            for slot in res.slots.values() if res is not None else ():
+                if slot.claimed_by is not None and slot.claimed_by not in keep:
+                    slot.claimed_by = None
+                    freed += 1
+            return freed
+
+    def consume(self, owner: str, uid: str, node: str) -> bool:
+        """Pod ``uid`` of the owner is now accounted on ``node``: drop its slot (the one it
+        claimed, else an unclaimed one on ``node``, else any unclaimed one) so the capacity is not
+        counted twice. The reservation ends with its last slot. False if nothing was held."""
+        with self.lock:
+            res = self._live(owner)
+            if res is None:
+                return False
+            slots = list(res.slots.values())
+            pick = (next((s for s in slots if s.claimed_by == uid), None)
+                    or next((s for s in slots if s.claimed_by is None and s.node == node), None)
+                    or next((s for s in slots if s.claimed_by is None), None))
+            if pick is None:
+                return False
+            del res.slots[pick.uid]
+            on_node = self._by_node.get(pick.node)
+            if on_node is not None:
+                on_node.pop(pick.uid, None)
+                if not on_node:
+                    del self._by_node[pick.node]
+            if not res.slots:
+                del self._owners[owner]
+            else:
+                res.expires = self.clock.monotonic() + res.ttl
+            return True
+
+    def keep(self, owner: str, seconds: float) -> None:
+        """Hold the reservation at least ``seconds`` from now (while its members wait in Permit,
+        say), whatever its own timeout."""
+        with self.lock:
+            res = self._live(owner)
+            if res is not None:
+                res.expires = max(res.expires, self.clock.monotonic() + seconds)
+
+    def release(self, owner: str) -> bool:
+        with self.lock:
+            return self._drop(owner)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def get(self, owner: str) -> Reservation | None:
+        with self.lock:
+            return self._live(owner)
+
+    def nodes(self) -> set[str]:
+        """Nodes where some slot is held (expired reservations are dropped first)."""
+        if not self._owners:
+            return set()
+        with self.lock:
+            self._expire()
+            return set(self._by_node)
+
+    def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
+        """Placeholders on ``node`` that count against ``pod``: slots of live reservations of
+        equal or higher priority, except the one ``pod`` claimed and, if it is a member of the
+        reservation, the unclaimed ones."""
+        with self.lock:
+            entries = self._by_node.get(node)
+            if not entries:
+                return []
+            now = self.clock.monotonic()
+            out = []
+            for res, slot in entries.values():
+                if res.priority < pod.priority or res.expires <= now or slot.claimed_by == pod.uid:
+                    continue
+                if slot.claimed_by is None and res.member(pod):
+                    continue
+                out.append(slot.placeholder)
+            return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self.lock:
+            self._expire()
+            now = self.clock.monotonic()
+            return [res.as_dict(now) for _, res in sorted(self._owners.items())]
+
+    # ---- internals (lock held) ----------------------------------------------------------------
+
+    def _live(self, owner: str) -> Reservation | None:
+        res = self._owners.get(owner)
+        if res is not None and res.expires <= self.clock.monotonic():
+            self._drop(owner)
+            return None
+        return res
+
+    def _expire(self) -> None:
+        now = self.clock.monotonic()
+        for owner in [o for o, r in self._owners.items() if r.expires <= now]:
+            self._drop(owner)
+
+    def _drop(self, owner: str) -> bool:
+        res = self._owners.pop(owner, None)
+        if res is None:
+            return False
+        for slot in res.slots.values():
+            on_node = self._by_node.get(slot.node)
+            if on_node is not None:
+                on_node.pop(slot.uid, None)
+                if not on_node:
+                    del self._by_node[slot.node]
+        return True

@@ -1,0 +1,96 @@
+"""Reservations: capacity held for pods that are not bound yet, and who it counts against."""
+
+from __future__ import annotations
+
+import pytest
+from builders import make_pod
+
+from extender.framework.clock import FakeClock
+from extender.framework.views import PodInfo
+from extender.runtime.reservations import Reservations
+
+GPU = "example.com/gpu"
+
+
+def pod(name: str, priority: int = 0, gpus: int = 1) -> PodInfo:
+    return PodInfo.from_pod(make_pod(name).uid(f"u-{name}").req(gpu=gpus).priority(priority).obj(), [GPU])
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def held(clock: FakeClock) -> Reservations:
+    r = Reservations(clock)
+    r.place("g", 10, [("n1", pod("m0", 10)), ("n1", pod("m0", 10)), ("n2", pod("m0", 10))], ttl=5.0)
+    return r
+
+
+@pytest.mark.parametrize("who, n1_held", [
+    (pod("other", priority=10), 2),   # equal priority: held against it
+    (pod("low", priority=0), 2),      # lower priority: held against it
+    (pod("high", priority=11), 0),    # higher priority: may take it
+])
+def test_slots_count_against_pods_of_equal_or_lower_priority(held: Reservations, who: PodInfo, n1_held: int) -> None:
+    assert len(held.held_on("n1", who)) == n1_held
+    assert all(p.requests == {GPU: 1000} and p.node_name == "n1" for p in held.held_on("n1", who))
+    assert held.nodes() == {"n1", "n2"}
+
+
+def test_a_claimed_slot_no_longer_counts_against_its_claimer(held: Reservations) -> None:
+    m1 = pod("m1", 10)
+    assert held.claim("g", m1.uid, prefer={"n2"}) == "n2"
+    assert held.held_on("n2", m1) == [] and len(held.held_on("n2", pod("m2", 10))) == 1
+    assert held.claim("g", m1.uid) == "n2", "a claim is stable"
+
+
+def test_a_claim_moves_to_an_offered_node_when_its_own_is_not_offered(held: Reservations) -> None:
+    assert held.claim("g", "u-m1", prefer={"n2"}) == "n2"
+    assert held.claim("g", "u-m1", prefer={"n1"}) == "n1"
+    assert held.claim("g", "u-m2", prefer={"n2"}) == "n2", "the slot it left is free again"
+    assert held.claim("g", "u-m3", prefer={"n2"}) is None, "n2's only slot is taken"
+    assert held.claim("g", "u-m3", prefer={"n3"}) is None
+
+
+@pytest.mark.parametrize("claims, consumer, node, left", [
+    ({"u-a": "n2"}, "u-a", "n1", {"n1": 2}),           # its claimed slot goes, wherever it landed
+    ({}, "u-a", "n2", {"n1": 2}),                     # no claim: an unclaimed slot on its node
+    ({}, "u-a", "n9", {"n1": 1, "n2": 1}),            # none on its node: any unclaimed slot
+])
+def test_consume_drops_the_slot_the_pod_stood_for(held: Reservations, claims: dict[str, str], consumer: str,
+                                                 node: str, left: dict[str, int]) -> None:
+    for uid, where in claims.items():
+        held.claim("g", uid, prefer={where})
+    assert held.consume("g", consumer, node)
+    assert held.describe()[0]["nodes"] == left
+
+
+def test_the_last_consume_ends_the_reservation(held: Reservations) -> None:
+    for i in range(3):
+        assert held.consume("g", f"u-{i}", "n1")
+    assert held.get("g") is None and held.nodes() == set() and not held.consume("g", "u-9", "n1")
+
+
+def test_a_reservation_without_progress_expires_and_progress_extends_it(held: Reservations, clock: FakeClock) -> None:
+    clock.advance(4.0)
+    held.claim("g", "u-m1")
+    clock.advance(4.0)
+    assert held.get("g") is not None, "the claim extended the deadline"
+    clock.advance(1.5)
+    assert held.nodes() == set() and held.get("g") is None and held.describe() == []
+
+
+def test_release_and_replace(held: Reservations) -> None:
+    held.place("g", 10, [("n3", pod("m0", 10))], ttl=5.0)
+    assert held.nodes() == {"n3"}
+    assert held.release("g") and not held.release("g") and held.nodes() == set()
+
+
+def test_unclaimed_slots_do_not_count_against_the_pods_they_are_for(clock: FakeClock) -> None:
+    r = Reservations(clock)
+    r.place("g", 0, [("n1", pod("m0")), ("n1", pod("m0"))], ttl=5.0, member=lambda p: p.name.startswith("m"))
+    r.claim("g", "u-m1")
+    assert len(r.held_on("n1", pod("m2"))) == 1, "m1's claimed slot still counts against m2"
+    assert len(r.held_on("n1", pod("x"))) == 2, "both count against a pod of another group"
