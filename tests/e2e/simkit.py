@@ -8,6 +8,8 @@
 * :class:`HttpExtenderServer`: a real HTTP/1.1 keep-alive server around a handler, recording
   every request as it arrived on the wire (request line, headers in order, body).
 * :func:`scheduler_for`: a Scheduler over a cluster with (entry, transport) pairs.
+* :func:`virtual_world`: OurServer and a Scheduler on one cluster and one virtual clock, the
+  extender's background passes run as emulator actions (:meth:`OurServer.drive`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from extender.app import create_app
 from extender.cli import scheduler_entry
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import parse_config
+from extender.framework.clock import Clock
 from extender.sim.client import AppTransport, CallableTransport, RawResponse, RecordingTransport
 from extender.sim.config import SchedulerConfig
-from extender.sim.scheduler import Scheduler
+from extender.sim.scheduler import Scheduler, VirtualClock
 
 API = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration"}
 
@@ -44,14 +47,52 @@ def profile(strategy: str) -> list[dict[str, Any]]:
 
 
 class OurServer:
-    """kube-extender in-process over its own MemoryCluster (or a given one)."""
+    """kube-extender in-process over its own MemoryCluster (or a given one).
+
+    ``clock``: the extender's clock; pass the emulator's :class:`VirtualClock` (and the same to
+    :func:`scheduler_for`) so the extender's timeouts, TTLs and back-offs run in the emulator's
+    virtual time. ``background=False``: no background threads (admission, nudges, orphan
+    collection); drive them with :meth:`drive` on the emulator's clock instead."""
 
     def __init__(self, nodes: Sequence[dict[str, Any]] = (), pods: Sequence[dict[str, Any]] = (), *,
-                 cluster: MemoryCluster | None = None, **config_overrides: Any) -> None:
-        self.cluster = cluster if cluster is not None else MemoryCluster(cluster_objects(list(nodes), list(pods)))
+                 cluster: MemoryCluster | None = None, pod_groups: Sequence[dict[str, Any]] = (),
+                 clock: Clock | None = None, background: bool = True, **config_overrides: Any) -> None:
+        self.cluster = cluster if cluster is not None else MemoryCluster(
+            cluster_objects(list(nodes), list(pods), list(pod_groups)))
         self.config = extender_config(**config_overrides)
-        self.app = create_app(self.config, source=self.cluster)
+        self.app = create_app(self.config, source=self.cluster, clock=clock, background=background)
         self.transport = RecordingTransport(AppTransport(self.app))
+        self.passes: list[tuple[float, str, list[str]]] = []
+
+    @property
+    def state(self) -> Any:
+        """The app's ``ExtenderState`` (engine, cache, admitter, nudger, ...)."""
+        return self.app.extensions["kube_extender"]
+
+    def drive(self, scheduler: Scheduler, *, every: float = 1.0, until: float = 60.0) -> None:
+        """Run the extender's background passes (admission, nudges: those configured) as
+        emulator actions every ``every`` virtual seconds from now until ``until`` seconds from
+        now, in place of their real-time threads (create the server with ``background=False``).
+        Passes that did something are logged in :attr:`passes` as (virtual seconds since the
+        scheduler's start, pass name, pod keys admitted or nudged, in the order it acted)."""
+        state = self.state
+        passes: list[tuple[str, Callable[[], list[str]]]] = []
+        if state.admitter is not None:
+            passes.append(("admission", lambda: list(state.admitter.run_once().admitted)))
+        if state.nudger is not None:
+            passes.append(("nudge", lambda: list(state.nudger.run_once())))
+
+        def run(name: str, fn: Callable[[], list[str]]) -> Callable[[], None]:
+            def action() -> None:
+                done = fn()
+                if done:
+                    self.passes.append((round(scheduler.clock.now() - scheduler.clock.start, 6), name, done))
+            return action
+
+        start = scheduler.clock.now()
+        for k in range(int(until / every) + 1):
+            for name, fn in passes:
+                scheduler.at(start + k * every, f"{name} pass", run(name, fn))
 
     def entry(self, **changes: Any) -> dict[str, Any]:
         """The scheduler-side ``extenders[]`` entry; ``key=None`` removes a key."""
@@ -74,9 +115,22 @@ def scheduler_for(cluster: Any, extenders: Iterable[tuple[Mapping[str, Any], Any
     pairs = list(extenders)
     pdbs = config.pop("pdbs", ())
     mirror = config.pop("mirror_extender_binds", False)
+    clock = config.pop("clock", None)
     cfg = SchedulerConfig.from_dict({"extenders": [dict(e) for e, _ in pairs]}, transports=[t for _, t in pairs],
                                     **config)
-    return Scheduler(cfg, cluster, pdbs=pdbs, mirror_extender_binds=mirror)
+    return Scheduler(cfg, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=mirror)
+
+
+def virtual_world(nodes: Sequence[dict[str, Any]] = (), pods: Sequence[dict[str, Any]] = (), *,
+                  pod_groups: Sequence[dict[str, Any]] = (), scheduler: Mapping[str, Any] | None = None,
+                  **config_overrides: Any) -> tuple[OurServer, Scheduler]:
+    """kube-extender in-process and the emulated kube-scheduler calling it, on one cluster and one
+    :class:`VirtualClock`: the extender's timeouts, TTLs and back-offs run in the emulator's
+    virtual time; its background passes are off (drive them with :meth:`OurServer.drive`).
+    ``scheduler``: keyword arguments for :func:`scheduler_for` (``version``, ``seed``, ...)."""
+    clock = VirtualClock()
+    ours = OurServer(nodes, pods, pod_groups=pod_groups, clock=clock, background=False, **config_overrides)
+    return ours, scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], clock=clock, **dict(scheduler or {}))
 
 
 def node_names(args: Mapping[str, Any]) -> list[str]:
