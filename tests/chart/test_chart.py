@@ -8,6 +8,9 @@
   scheduler's ``extenders:`` entry (scheduler ConfigMap, NOTES) equals what
   ``kube-extender config scheduler --config <rendered config> --url <url>`` prints; verbs, managed
   resources, profiles, TLS files and the timeout budget agree; RBAC follows the features;
+* what the values turn on in the extender, as it reads the rendered file: the Gang plugin and its
+  args in every profile with ``features.gang`` (a profile's own Gang settings win), ``admission``
+  with ``features.schedulingGates``, ``requeue``, the server's worker;
 * impossible combinations fail with a clear message; the schema rejects typos;
 * every value is documented (``# --``), typed in values.schema.json and listed in the chart README.
 
@@ -181,7 +184,7 @@ def mode_ids(files: list[str]) -> list[str]:
 def test_ci_values_cover_the_required_setups() -> None:
     assert SECOND and STANDALONE
     want = {"default", "second-scheduler", "tls-client-verification", "ha", "networkpolicy-servicemonitor",
-            "binding-disabled", "gang-preemption"}
+            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue"}
     assert want <= set(CI_IDS)
 
 
@@ -381,6 +384,9 @@ def test_timeout_budget(values: str) -> None:
     budget = timeout - min(BIND_MARGIN, timeout * 0.5)
     if v["features"]["gang"]:
         assert seconds(v["gang"]["permitTimeout"]) < budget
+        for profile in config["profiles"]:  # gang.* or the profile's own args
+            args = (gang_config(profile) or {}).get("args") or {}
+            assert seconds(args.get("permitTimeout", "3s")) < budget, profile["schedulerName"]
     if v["scheduler"]["enabled"]:
         (entry,) = scheduler_config(rendered(values), v)["extenders"]
         assert seconds(entry["httpTimeout"]) == timeout
@@ -430,13 +436,168 @@ def test_network_policy_opens_only_the_extender_port_to_the_configured_peers(val
     assert peers == want
 
 
+# ---- what the values turn on in the extender --------------------------------------------------------
+
+def given_profiles(v: dict[str, Any]) -> list[dict[str, Any]]:
+    """config.profiles as the user wrote them, with the mode's default schedulerName filled in."""
+    default = "kube-extender" if v["scheduler"]["enabled"] else "default-scheduler"
+    return [{**p, "schedulerName": p.get("schedulerName") or default} for p in v["config"]["profiles"]]
+
+
+def names_gang(plugins: dict[str, Any] | None) -> bool:
+    """The profile's plugins name Gang in an enabled or disabled list: the user decided."""
+    for point in (plugins or {}).values():
+        point = point or {}
+        if any(ref.get("name") == "Gang" for ref in point.get("enabled") or []):
+            return True
+        if any((ref.get("name") if isinstance(ref, dict) else ref) == "Gang" for ref in point.get("disabled") or []):
+            return True
+    return False
+
+
+def gang_config(profile: dict[str, Any]) -> dict[str, Any] | None:
+    found = [pc for pc in profile.get("pluginConfig") or [] if pc["name"] == "Gang"]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def effective(config: dict[str, Any], tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """What kube-extender makes of a rendered configuration: the parsed model and `/debug/config`
+    (plugins per extension point) of an app built from it."""
+    from extender.app import create_app
+    from extender.cluster.memory import MemoryCluster
+    from extender.config.model import load_config
+
+    path = tmp_path / "effective.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    parsed = load_config(path)
+    app = create_app(parsed, source=MemoryCluster(), background=False)
+    response = app.test_client().get("/debug/config")
+    assert response.status_code == 200
+    return parsed, response.get_json()
+
+
+@needs_helm
+@ci
+def test_features_gang_puts_the_gang_plugin_and_its_args_in_every_profile(values: str, tmp_path: Path) -> None:
+    from policies.gang.args import GangArgsSchema
+
+    v = values_of(values)
+    config = extender_config(rendered(values), v)
+    given = given_profiles(v)
+    assert [p["schedulerName"] for p in config["profiles"]] == [p["schedulerName"] for p in given]
+    parsed, described = effective(config, tmp_path)
+    points = {p["schedulerName"]: p for p in described["profiles"]}
+    g = v["gang"]
+    chart_args = {"permitTimeout": g["permitTimeout"], "backoff": g["backoff"], "reservationTimeout": g["reservationTimeout"]}
+    for mine, theirs, spec in zip(config["profiles"], given, parsed.profiles):
+        name = mine["schedulerName"]
+        plugins = theirs.get("plugins") or {}
+        others = [pc for pc in theirs.get("pluginConfig") or [] if pc["name"] != "Gang"]
+        if not v["features"]["gang"]:  # the profile as written
+            assert mine.get("plugins", {}) == plugins and mine.get("pluginConfig", []) == (theirs.get("pluginConfig") or [])
+            assert "Gang" not in points[name]["permit"]
+            continue
+        # Gang at multiPoint, after the profile's own multiPoint plugins, unless the profile names it
+        if names_gang(plugins):
+            assert mine["plugins"] == plugins
+        else:
+            multi = plugins.get("multiPoint") or {}
+            assert mine["plugins"] == {**plugins, "multiPoint": {**multi, "enabled": [*(multi.get("enabled") or []),
+                                                                                        {"name": "Gang"}]}}
+            for point in ("preEnqueue", "preFilter", "reserve", "permit"):
+                assert "Gang" in points[name][point], (name, point)
+        # args: the profile's own pluginConfig for Gang wins whole; else gang.*; other entries untouched
+        own = gang_config(theirs)
+        assert gang_config(mine) == (own or {"name": "Gang", "args": chart_args})
+        assert [pc for pc in mine["pluginConfig"] if pc["name"] != "Gang"] == others
+        # ... and they reach the plugin as the durations the values say
+        args = GangArgsSchema().load(dict(spec.plugin_args["Gang"]))
+        want = (own or {"args": chart_args})["args"]
+        assert args.permit_timeout == seconds(want.get("permitTimeout", "3s"))
+        assert args.backoff == seconds(want.get("backoff", "10s"))
+        assert args.reservation_timeout == seconds(want.get("reservationTimeout", "15s"))
+
+
+@needs_helm
+def test_a_profiles_own_gang_settings_win() -> None:
+    values = str(CHART / "ci" / "gang-profiles-values.yaml")
+    config = extender_config(rendered(values), values_of(values))
+    profiles = {p["schedulerName"]: p for p in config["profiles"]}
+    assert profiles["gpu"]["plugins"]["multiPoint"]["enabled"] == [{"name": "NodeResources"}, {"name": "Gang"}]
+    assert gang_config(profiles["gpu"]) == {"name": "Gang", "args": {"permitTimeout": "2500ms", "backoff": "30s",
+                                                                      "reservationTimeout": "1m"}}
+    assert gang_config(profiles["gpu-tight"]) == {"name": "Gang", "args": {"permitTimeout": "1s", "backoff": "5s"}}
+    assert "multiPoint" in profiles["gpu-tight"]["plugins"]
+    assert profiles["gpu-no-gang"]["plugins"] == {"permit": {"disabled": ["Gang"]}}
+
+
+@needs_helm
+@ci
+def test_admission_requeue_and_server_worker_follow_the_values(values: str, tmp_path: Path) -> None:
+    v = values_of(values)
+    docs = rendered(values)
+    config = extender_config(docs, v)
+    c = v["config"]
+    gates = v["features"]["schedulingGates"]
+    assert config["admission"] == {"enabled": gates, **c["admission"]}
+    assert config["requeue"] == {**c["requeue"], "qps": config["requeue"]["qps"]}
+    assert float(config["requeue"]["qps"]) == float(c["requeue"]["qps"])
+    for key in ("worker", "connections", "threads"):
+        assert config["server"][key] == c["server"][key]
+    parsed, _ = effective(config, tmp_path)  # as kube-extender reads them
+    a = parsed.admission
+    assert (a.enabled, a.gate, a.strategy) == (gates, c["admission"]["gate"], c["admission"]["strategy"])
+    assert (a.interval, a.resync) == (seconds(c["admission"]["interval"]), seconds(c["admission"]["resync"]))
+    r = parsed.requeue
+    assert (r.nudge, r.qps, r.min_interval) == (c["requeue"]["nudge"], float(c["requeue"]["qps"]),
+                                                seconds(c["requeue"]["minInterval"]))
+    assert (parsed.server.worker, parsed.server.connections) == (c["server"]["worker"], c["server"]["connections"])
+    # lifting gates and nudging are pod patches: the ClusterRole has them whenever they are on
+    (pods,) = [r for r in one(docs, "ClusterRole", fullname(v))["rules"] if r["resources"] == ["pods"]]
+    if a.enabled or r.nudge:
+        assert "patch" in pods["verbs"]
+
+
+@needs_helm
+def test_nudge_qps_given_with_set_is_rendered_as_a_number() -> None:
+    """`--set config.requeue.qps=2.5` passes a string (helm parses only integers); the extender gets 2.5."""
+    run = template(None, "--set", "config.requeue.qps=2.5")
+    assert run.returncode == 0, run.stderr
+    docs = tuple(d for d in yaml.safe_load_all(run.stdout) if d)
+    assert extender_config(docs, values_of(str(CHART / "ci" / "default-values.yaml")))["requeue"]["qps"] == 2.5
+
+
+PATCH_CASES = [(b, g, n) for b in (True, False) for g in (True, False) for n in (True, False)]
+
+
+@needs_helm
+@pytest.mark.parametrize("binding, gates, nudge", PATCH_CASES,
+                         ids=[f"binding={b}-gates={g}-nudge={n}" for b, g, n in PATCH_CASES])
+def test_pod_patch_is_granted_exactly_when_the_extender_patches_pods(binding: bool, gates: bool, nudge: bool,
+                                                                     tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"features": {"binding": binding, "schedulingGates": gates},
+                                    "config": {"requeue": {"nudge": nudge}}}))
+    v = values_of(str(path))
+    docs = rendered(str(path))
+    config = extender_config(docs, v)
+    assert config["admission"]["enabled"] is gates
+    assert config["requeue"]["nudge"] is nudge
+    rules = one(docs, "ClusterRole", fullname(v))["rules"]
+    assert rules == expected_rules(v)
+    (pods,) = [r for r in rules if r["resources"] == ["pods"]]
+    assert ("patch" in pods["verbs"]) == (binding or gates or nudge)
+
+
 # ---- RBAC ----------------------------------------------------------------------------------------
 
 def expected_rules(v: dict[str, Any]) -> list[dict[str, Any]]:
     f = v["features"]
     rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
              {"apiGroups": [""], "resources": ["pods"],
-              "verbs": ["get", "list", "watch"] + (["patch"] if f["binding"] or f["schedulingGates"] else [])}]
+              "verbs": ["get", "list", "watch"]
+              + (["patch"] if f["binding"] or f["schedulingGates"] or v["config"]["requeue"]["nudge"] else [])}]
     if f["binding"]:
         rules.append({"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]})
     if f["preemption"]:
@@ -560,6 +721,25 @@ NEGATIVE: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
      "must be below the Permit budget of 0.75s"),
     ("gang-without-binding", {"features": {"gang": True, "binding": False}}, (),
      "features.gang=true needs features.binding=true"),
+    ("gang-backoff-zero", {"features": {"gang": True}, "gang": {"backoff": "0s"}}, (),
+     "gang.backoff (0s) must be positive"),
+    ("gang-profile-permit-at-budget", {"features": {"gang": True},
+                                       "config": {"profiles": [{"schedulerName": "", "pluginConfig": [
+                                           {"name": "Gang", "args": {"permitTimeout": "4s"}}]}]}}, (),
+     "config.profiles[0].pluginConfig Gang args.permitTimeout (4s) must be below the Permit budget of 4s"),
+    ("gang-profile-permit-in-seconds", {"features": {"gang": True},
+                                        "config": {"profiles": [{"schedulerName": "", "pluginConfig": [
+                                            {"name": "Gang", "args": {"permitTimeout": 5}}]}]}}, (),
+     "args.permitTimeout (5) must be below the Permit budget of 4s"),
+    ("nudge-qps-too-low", {"config": {"requeue": {"qps": "0.05"}}}, (),
+     "config.requeue.qps (0.05) must be between 0.1 and 1000"),
+    ("admission-interval-zero", {"config": {"admission": {"interval": "0s"}}}, (),
+     "config.admission.interval (0s) must be positive"),
+    ("gates-without-rbac", {"rbac": {"create": False}, "features": {"binding": False, "schedulingGates": True}}, (),
+     "patch pods to lift scheduling gates (features.schedulingGates)"),
+    ("nudge-without-rbac", {"rbac": {"create": False}, "features": {"binding": False},
+                            "config": {"requeue": {"nudge": True}}}, (),
+     "patch pods to nudge them (config.requeue.nudge)"),
     ("binding-without-rbac", {"rbac": {"create": False}}, (),
      "create pods/binding and patch pods (features.binding)"),
     ("binding-without-bind-verb", {"config": {"extender": {"bindVerb": ""}}}, (),
@@ -619,6 +799,15 @@ SCHEMA_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("weight-out-of-range", {"config": {"extender": {"weight": 0}}}, "/config/extender/weight"),
     ("bad-listen-address", {"scheduler": {"extenderListenAddress": "10.0.0.1"}}, "/scheduler/extenderListenAddress"),
     ("features-typo", {"features": {"bind": True}}, "additional properties 'bind' not allowed"),
+    ("gang-duration-the-plugin-cannot-read", {"gang": {"backoff": "1m30s"}}, "/gang/backoff"),
+    ("bad-admission-strategy", {"config": {"admission": {"strategy": "FIFO"}}}, "/config/admission/strategy"),
+    ("bad-admission-gate", {"config": {"admission": {"gate": "not a gate"}}}, "/config/admission/gate"),
+    ("admission-enabled-is-a-feature", {"config": {"admission": {"enabled": True}}},
+     "additional properties 'enabled' not allowed"),
+    ("bad-worker", {"config": {"server": {"worker": "sync"}}}, "/config/server/worker"),
+    ("connections-out-of-range", {"config": {"server": {"connections": 5}}}, "/config/server/connections"),
+    ("nudge-qps-zero", {"config": {"requeue": {"qps": 0}}}, "/config/requeue/qps"),
+    ("requeue-typo", {"config": {"requeue": {"nudges": True}}}, "additional properties 'nudges' not allowed"),
 ]
 
 

@@ -176,13 +176,68 @@ app.kubernetes.io/part-of: kube-extender
 
 {{/* ---- the extender configuration ------------------------------------------------------------- */}}
 
-{{/* Profiles with their schedulerName filled in, as a YAML list. */}}
+{{/* "true" when the extender lifts scheduling gates (admission.enabled): features.schedulingGates. */}}
+{{- define "kube-extender.admissionEnabled" -}}
+{{- if .Values.features.schedulingGates -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the extender patches pods: allocation annotations (binding), scheduling gates,
+     nudges (config.requeue.nudge). */}}
+{{- define "kube-extender.patchesPods" -}}
+{{- $f := .Values.features -}}
+{{- if or $f.binding (include "kube-extender.admissionEnabled" .) .Values.config.requeue.nudge -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when a profile's plugins name Gang in any enabled or disabled list (the user decided). */}}
+{{- define "kube-extender.namesGang" -}}
+{{- range $point, $set := . -}}
+{{- if kindIs "map" $set -}}
+{{- range (get $set "enabled" | default list) -}}
+{{- if and (kindIs "map" .) (eq (toString (get . "name")) "Gang") -}}true{{- end -}}
+{{- end -}}
+{{- range (get $set "disabled" | default list) -}}
+{{- if kindIs "map" . -}}
+{{- if eq (toString (get . "name")) "Gang" -}}true{{- end -}}
+{{- else if eq (toString .) "Gang" -}}true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Gang plugin's args from gang.* (README "Gangs, scheduling gates and nudges"; policies/gang/args.py). */}}
+{{- define "kube-extender.gangArgs" -}}
+{{- $g := .Values.gang -}}
+{{- toYaml (dict "permitTimeout" (toString $g.permitTimeout) "backoff" (toString $g.backoff) "reservationTimeout" (toString $g.reservationTimeout)) -}}
+{{- end -}}
+
+{{/* Profiles with their schedulerName filled in, as a YAML list. With features.gang every profile
+     gets Gang at multiPoint (unless its plugins already name Gang, enabled or disabled) and a
+     pluginConfig for Gang from gang.* (unless it has one: the profile's own wins). The values are
+     copied, never changed: this template is included many times per render. */}}
 {{- define "kube-extender.profiles" -}}
 {{- $out := list -}}
 {{- range .Values.config.profiles -}}
 {{- $p := dict "schedulerName" (default (include "kube-extender.defaultSchedulerName" $) .schedulerName) -}}
-{{- with .plugins -}}{{- $_ := set $p "plugins" . -}}{{- end -}}
-{{- with .pluginConfig -}}{{- $_ := set $p "pluginConfig" . -}}{{- end -}}
+{{- $plugins := deepCopy (.plugins | default dict) -}}
+{{- $pluginConfig := deepCopy (.pluginConfig | default list) -}}
+{{- if $.Values.features.gang -}}
+{{- if not (include "kube-extender.namesGang" $plugins) -}}
+{{- $multi := get $plugins "multiPoint" -}}
+{{- if not (kindIs "map" $multi) -}}{{- $multi = dict -}}{{- end -}}
+{{- $_ := set $multi "enabled" (append (get $multi "enabled" | default list) (dict "name" "Gang")) -}}
+{{- $_ := set $plugins "multiPoint" $multi -}}
+{{- end -}}
+{{- $configured := false -}}
+{{- range $pluginConfig -}}
+{{- if and (kindIs "map" .) (eq (toString (get . "name")) "Gang") -}}{{- $configured = true -}}{{- end -}}
+{{- end -}}
+{{- if not $configured -}}
+{{- $pluginConfig = append $pluginConfig (dict "name" "Gang" "args" (include "kube-extender.gangArgs" $ | fromYaml)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $plugins -}}{{- $_ := set $p "plugins" . -}}{{- end -}}
+{{- with $pluginConfig -}}{{- $_ := set $p "pluginConfig" . -}}{{- end -}}
 {{- $out = append $out $p -}}
 {{- end -}}
 {{- toYaml $out -}}
@@ -220,7 +275,7 @@ app.kubernetes.io/part-of: kube-extender
 {{- $extender := dict "urlPrefix" (include "kube-extender.urlPrefix" .) "filterVerb" $e.filterVerb "prioritizeVerb" $e.prioritizeVerb "preemptVerb" $e.preemptVerb "bindVerb" (ternary $e.bindVerb "" $v.features.binding) "weight" (int $e.weight) "httpTimeout" $e.httpTimeout "nodeCacheCapable" $e.nodeCacheCapable "ignorable" $e.ignorable -}}
 {{- with include "kube-extender.schedulerTlsConfig" . -}}{{- $_ := set $extender "tlsConfig" (fromYaml .) -}}{{- end -}}
 {{- $s := $c.server -}}
-{{- $server := dict "host" (include "kube-extender.listenHost" .) "port" (int $s.port) "pathPrefix" $s.pathPrefix "threads" (int $s.threads) "maxRequestBytes" (toString $s.maxRequestBytes) "logLevel" $s.logLevel "logFormat" $s.logFormat -}}
+{{- $server := dict "host" (include "kube-extender.listenHost" .) "port" (int $s.port) "pathPrefix" $s.pathPrefix "worker" $s.worker "connections" (int $s.connections) "threads" (int $s.threads) "maxRequestBytes" (toString $s.maxRequestBytes) "logLevel" $s.logLevel "logFormat" $s.logFormat -}}
 {{- if $v.tls.enabled -}}
 {{- $tls := dict "certFile" (printf "%s/tls.crt" (include "kube-extender.serverTlsDir" .)) "keyFile" (printf "%s/tls.key" (include "kube-extender.serverTlsDir" .)) -}}
 {{- if $v.tls.clientVerification.enabled -}}
@@ -234,6 +289,11 @@ app.kubernetes.io/part-of: kube-extender
 {{- end -}}
 {{- $le := $c.leaderElection -}}
 {{- $lease := dict "enabled" $le.enabled "leaseName" (include "kube-extender.leaseName" .) "leaseNamespace" (include "kube-extender.leaseNamespace" .) "leaseDuration" $le.leaseDuration "renewDeadline" $le.renewDeadline "retryPeriod" $le.retryPeriod -}}
+{{- $a := $c.admission -}}
+{{- /* the extender lifts gates only when the chart lets it patch pods for that (features.schedulingGates) */ -}}
+{{- $admission := dict "enabled" (include "kube-extender.admissionEnabled" . | eq "true") "gate" $a.gate "strategy" $a.strategy "interval" (toString $a.interval) "resync" (toString $a.resync) -}}
+{{- $r := $c.requeue -}}
+{{- $requeue := dict "nudge" $r.nudge "qps" (float64 $r.qps) "minInterval" (toString $r.minInterval) -}}
 apiVersion: kube-extender.io/v1alpha1
 kind: ExtenderConfiguration
 managedResources:
@@ -247,6 +307,10 @@ cache:
 {{- toYaml (dict "assumedPodTTL" (toString $c.cache.assumedPodTTL) "orphanCollectionInterval" $c.cache.orphanCollectionInterval) | nindent 2 }}
 leaderElection:
 {{- toYaml $lease | nindent 2 }}
+admission:
+{{- toYaml $admission | nindent 2 }}
+requeue:
+{{- toYaml $requeue | nindent 2 }}
 kubernetes:
 {{- toYaml (dict "watchTimeout" $c.kubernetes.watchTimeout "events" $c.kubernetes.events) | nindent 2 }}
 profiles:
@@ -367,7 +431,7 @@ exec:
   verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [pods]
-{{- if or $f.binding $f.schedulingGates }}
+{{- if include "kube-extender.patchesPods" . }}
   verbs: [get, list, watch, patch]
 {{- else }}
   verbs: [get, list, watch]

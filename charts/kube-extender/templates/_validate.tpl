@@ -45,18 +45,49 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- fail "config.extender.httpTimeout must be positive (kube-scheduler treats 0 as 5s; say 5s)" -}}
 {{- end -}}
 {{- if $f.gang -}}
+{{- range $key := list "permitTimeout" "backoff" "reservationTimeout" -}}
+{{- if le (float64 (include "kube-extender.seconds" (get $v.gang $key))) 0.0 -}}
+{{- fail (printf "gang.%s (%v) must be positive (the Gang plugin refuses 0)" $key (get $v.gang $key)) -}}
+{{- end -}}
+{{- end -}}
 {{- $budget := float64 (include "kube-extender.permitBudget" .) -}}
 {{- $permit := float64 (include "kube-extender.seconds" $v.gang.permitTimeout) -}}
 {{- if ge $permit $budget -}}
 {{- fail (printf "gang.permitTimeout (%s) must be below the Permit budget of %gs: config.extender.httpTimeout (%s) minus the %gs kube-extender keeps to write the allocation and the Binding before kube-scheduler gives up on the bind call. Lower gang.permitTimeout or raise config.extender.httpTimeout" $v.gang.permitTimeout $budget $c.extender.httpTimeout (subf $timeout $budget)) -}}
 {{- end -}}
+{{- /* a profile's own pluginConfig for Gang replaces gang.*: its permitTimeout has the same budget */ -}}
+{{- range $i, $p := $c.profiles -}}
+{{- range $p.pluginConfig -}}
+{{- if and (kindIs "map" .) (eq (toString (get . "name")) "Gang") (kindIs "map" (get . "args")) (hasKey (get . "args") "permitTimeout") -}}
+{{- $own := get (get . "args") "permitTimeout" -}}
+{{- $ownSeconds := 0.0 -}}
+{{- if or (kindIs "float64" $own) (kindIs "int64" $own) (kindIs "int" $own) -}}
+{{- $ownSeconds = float64 $own -}}
+{{- else -}}
+{{- $ownSeconds = float64 (include "kube-extender.seconds" $own) -}}
+{{- end -}}
+{{- if ge $ownSeconds $budget -}}
+{{- fail (printf "config.profiles[%d].pluginConfig Gang args.permitTimeout (%v) must be below the Permit budget of %gs: config.extender.httpTimeout (%s) minus the %gs bind margin. Lower it or raise config.extender.httpTimeout" $i $own $budget $c.extender.httpTimeout (subf $timeout $budget)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $qps := float64 $c.requeue.qps -}}
+{{- if or (lt $qps 0.1) (gt $qps 1000.0) -}}
+{{- fail (printf "config.requeue.qps (%v) must be between 0.1 and 1000 nudges per second" $c.requeue.qps) -}}
+{{- end -}}
+{{- if le (float64 (include "kube-extender.seconds" $c.admission.interval)) 0.0 -}}
+{{- fail (printf "config.admission.interval (%s) must be positive: it paces the admission loop, which would spin at 0" $c.admission.interval) -}}
 {{- end -}}
 
 {{- /* RBAC and the ServiceAccount */ -}}
 {{- if and (not $v.rbac.create) (or $v.serviceAccount.create (not $v.serviceAccount.name)) -}}
 {{- $needs := list "list/watch pods and nodes" -}}
 {{- if $f.binding -}}{{- $needs = append $needs "create pods/binding and patch pods (features.binding)" -}}{{- end -}}
-{{- if $f.preemption -}}{{- $needs = append $needs "create pods/eviction (features.preemption)" -}}{{- end -}}
+{{- if $f.schedulingGates -}}{{- $needs = append $needs "patch pods to lift scheduling gates (features.schedulingGates)" -}}{{- end -}}
+{{- if $c.requeue.nudge -}}{{- $needs = append $needs "patch pods to nudge them (config.requeue.nudge)" -}}{{- end -}}
+{{- if $f.preemption -}}{{- $needs = append $needs "create pods/eviction and patch pods/status (features.preemption)" -}}{{- end -}}
 {{- if $f.gang -}}{{- $needs = append $needs "read podgroups.scheduling.x-k8s.io (features.gang)" -}}{{- end -}}
 {{- if $c.leaderElection.enabled -}}{{- $needs = append $needs "get/create/update its Lease" -}}{{- end -}}
 {{- if $second -}}{{- $needs = append $needs "the kube-scheduler ClusterRoles (scheduler.enabled)" -}}{{- end -}}
