@@ -231,31 +231,40 @@ class Engine:
             held = self.held_nodes()
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
-            for name in node_names:
-                info = get(name)
-                if info is None:
-                    rejected[name] = NOT_IN_CACHE
-                elif allowed is not None and name not in allowed:
-                    rejected[name] = PREFILTER_EXCLUDED
-                else:
-                    if own_node == name:
-                        info = info.without_pod(pod.uid, next(self._simulated))
-                    candidates.append(self.with_held(info, pod) if name in held else info)
+            found = list(map(get, node_names))
+            if allowed is None and own_node is None and not held and len(list(filter(None, found))) == len(found):
+                candidates = found  # the common case: every name known, nothing to adjust
+            else:
+                for name, info in zip(node_names, found):
+                    if info is None:
+                        rejected[name] = NOT_IN_CACHE
+                    elif allowed is not None and name not in allowed:
+                        rejected[name] = PREFILTER_EXCLUDED
+                    else:
+                        if own_node == name:
+                            info = info.without_pod(pod.uid, next(self._simulated))
+                        candidates.append(self.with_held(info, pod) if name in held else info)
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
             rejected.update(result.rejected)
-            errors = [s for s in result.rejected.values() if s.code is Code.ERROR]
-            if errors:
-                outcome.error = errors[0].message
         if not outcome.error:
-            outcome.feasible = feasible
             unresolvable, failed = outcome.unresolvable, outcome.failed
+            sorted_by: dict[int, tuple[dict[str, str], str]] = {}  # statuses are shared: sort each once
             for name, s in rejected.items():
-                text = s.reasons[0] if len(s.reasons) == 1 else s.message
-                if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    unresolvable[name] = text
-                else:
-                    failed[name] = text
+                where = sorted_by.get(id(s))
+                if where is None:
+                    if s.code is Code.ERROR and not outcome.error:
+                        outcome.error = s.message  # a plugin failed on some node: the whole answer is an error
+                    text = s.reasons[0] if len(s.reasons) == 1 else s.message
+                    where = sorted_by[id(s)] = (unresolvable if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                                                else failed, text)
+                where[0][name] = where[1]
+            if outcome.error:
+                failed.clear()
+                unresolvable.clear()
+            else:
+                outcome.feasible = feasible
+        if not outcome.error:
             if not feasible and fw.post_filter_plugins:
                 nominated, pst = fw.run_post_filter(state, pod, rejected)
                 if pst.code is Code.ERROR:

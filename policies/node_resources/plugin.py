@@ -32,7 +32,7 @@ class NodeResources:
         self.handle = handle
         self.most_allocated = args.strategy == "MostAllocated"
         self.weights = dict(args.weights) or {r: 1 for r in handle.managed_resources}
-        self._rejections: dict[tuple[logic.Lack, str, int, int, int | None], Status] = {}
+        self._rejections: dict[tuple[str, int, int, int | None], Status] = {}
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The hot path (every candidate node): an inlined ``logic.check_fit`` that builds nothing
@@ -56,18 +56,21 @@ class NodeResources:
         out: dict[str, Status] = {}
         if not wants:
             return out
-        reject = self._reject
+        reject, shared = self._reject, self._rejections
         absent, exceeds, short = logic.Lack.ABSENT, logic.Lack.EXCEEDS_ALLOCATABLE, logic.Lack.INSUFFICIENT
         if len(wants) == 1:  # the common case (one managed resource asked for): no inner loop
             resource, need = wants[0]
             for node in nodes:
                 alloc = node.allocatable.get(resource)
                 if alloc is None:
-                    out[node.name] = reject(absent, resource, need, 0, None)
+                    st = shared.get((resource, need, 0, None))  # _reject's key, without the call
+                    out[node.name] = st if st is not None else reject(absent, resource, need, 0, None)
                     continue
                 free = alloc - node.requested.get(resource, 0)
                 if need > free:
-                    out[node.name] = reject(exceeds if need > alloc else short, resource, need, free, alloc)
+                    st = shared.get((resource, need, free, alloc))
+                    out[node.name] = st if st is not None else reject(exceeds if need > alloc else short,
+                                                                      resource, need, free, alloc)
             return out
         for node in nodes:
             allocatable, requested = node.allocatable, node.requested
@@ -84,8 +87,9 @@ class NodeResources:
 
     def _reject(self, lack: logic.Lack, resource: str, need: int, free: int, alloc: int | None) -> Status:
         """Statuses are immutable and nodes repeat the same numbers (full nodes, no devices), so
-        one Status per distinct shortage is shared (bounded cache)."""
-        key = (lack, resource, need, free, alloc)
+        one Status per distinct shortage is shared (bounded cache). The numbers decide the kind
+        of shortage, so they are the key."""
+        key = (resource, need, free, alloc)
         cached = self._rejections.get(key)
         if cached is not None:
             return cached
