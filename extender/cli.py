@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -145,15 +145,38 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def sim_wiring() -> sim_cli.Wiring:
+    """What ``simulate`` needs from the layers above ``extender.sim``."""
     from extender.app import create_app
 
     def load_cluster(path: str | None) -> MemoryCluster:
         return MemoryCluster.from_file(path) if path else MemoryCluster.demo()
 
-    wiring = sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
-                            load_cluster=load_cluster, user_errors=(ConfigError, ClusterFileError))
-    return sim_cli.run(args, wiring)
+    return sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
+                          load_cluster=load_cluster, background=_background_passes,
+                          user_errors=(ConfigError, ClusterFileError))
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    return sim_cli.run(args, sim_wiring())
+
+
+def _background_passes(app: Any) -> tuple[Callable[[], bool], Callable[[], bool]]:
+    """One pass of the app's background loops (admission, nudges and wake-ups: did it do
+    anything?), and whether another pass may still do something: the cluster changed since the
+    last question, or wake-ups are not yet due."""
+    state = app.extensions["kube_extender"]
+    seen = [-1]
+
+    def run() -> bool:
+        admitted = state.admitter.run_once().admitted if state.admitter is not None else []
+        return bool(admitted) | bool(state.nudger.run_once())
+
+    def busy() -> bool:
+        changes, seen[0] = seen[0], state.cache.change_count()
+        return changes != seen[0] or state.engine.pending_wakeups() > 0
+
+    return run, busy
 
 
 def main(argv: Sequence[str] | None = None) -> int:

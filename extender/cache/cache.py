@@ -544,11 +544,11 @@ class ClusterCache:
             stale = []
             for uid, pkey in entries:
                 state = self._pods.get(uid)
-                info = state.info if state is not None else self._pending.get(pkey)
-                if info is None or info.uid != uid or info.labels.get(key) != value:
+                current = state.info if state is not None else self._pending.get(pkey)
+                if current is None or current.uid != uid or current.labels.get(key) != value:
                     stale.append((uid, pkey))
                 else:
-                    found.append(info)
+                    found.append(current)
             entries.difference_update(stale)
             if not entries:
                 del index[(namespace, value)]

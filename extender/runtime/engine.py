@@ -226,14 +226,15 @@ class Engine:
         elif not st.ok:
             rejected = dict.fromkeys(node_names, st)
         else:
-            candidates = []
+            candidates: list[NodeInfo] = []
             get = snapshot.getter()
             held = self.held_nodes()
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             found = list(map(get, node_names))
-            if allowed is None and own_node is None and not held and len(list(filter(None, found))) == len(found):
-                candidates = found  # the common case: every name known, nothing to adjust
+            known = list(filter(None, found))
+            if allowed is None and own_node is None and not held and len(known) == len(found):
+                candidates = known  # the common case: every name known, nothing to adjust
             else:
                 for name, info in zip(node_names, found):
                     if info is None:
@@ -316,6 +317,10 @@ class Engine:
             self._wakeups[pod.uid] = (pod, due)
             while len(self._wakeups) > self._seen_capacity:
                 del self._wakeups[next(iter(self._wakeups))]
+
+    def pending_wakeups(self) -> int:
+        with self._seen_lock:
+            return len(self._wakeups)
 
     def due_wakeups(self) -> list[PodInfo]:
         """The pods whose requested retry time has come (each returned once)."""

@@ -49,6 +49,9 @@ class Wiring:
     * ``create_app(config, source=cluster)`` -> Flask app (``extender.app.create_app``);
     * ``scheduler_entry(config, url | None)`` -> the ``extenders[]`` dict (``extender.cli.scheduler_entry``);
     * ``load_cluster(path | None)`` -> MemoryCluster (``MemoryCluster.from_file`` / ``MemoryCluster.demo``);
+    * ``background(app)`` -> (run the app's background passes once - admission, nudges and
+      wake-ups - returning whether they did anything, "is there work they may still do?"), for
+      running them in virtual time;
     * ``user_errors``: exception types to report as "kube-extender: <message>", exit 1.
     """
 
@@ -56,6 +59,7 @@ class Wiring:
     create_app: Callable[..., Any]
     scheduler_entry: Callable[[Any, str | None], dict[str, Any]]
     load_cluster: Callable[[str | None], Any]
+    background: Callable[[Any], tuple[Callable[[], bool], Callable[[], bool]]]
     user_errors: tuple[type[BaseException], ...] = ()
 
 
@@ -127,6 +131,25 @@ def run(args: argparse.Namespace, wiring: Wiring) -> int:
         return 1
 
 
+def _run_background_in_virtual_time(scheduler: Scheduler, run: Callable[[], bool], busy: Callable[[], bool],
+                                    every: float) -> None:
+    """The in-process extender's admission, nudge and wake-up passes as emulator actions every
+    ``every`` virtual seconds while the workload has actions left or ``busy()`` says another pass
+    may still do something (bounded by the emulator's horizon, ``max_virtual_seconds``, without
+    progress), so a run with a pod that can never be admitted still ends."""
+    last_progress = scheduler.clock.now()
+
+    def tick() -> None:
+        nonlocal last_progress
+        now = scheduler.clock.now()
+        if run():
+            last_progress = now
+        more = scheduler.pending_actions() > 0
+        if more or (busy() and now - last_progress <= scheduler.cfg.max_virtual_seconds):
+            scheduler.after(every, "extender background passes", tick)
+    scheduler.at(scheduler.clock.now(), "extender background passes", tick)
+
+
 def _run(args: argparse.Namespace, wiring: Wiring) -> int:
     config = wiring.load_config(args.config)
     cluster = wiring.load_cluster(args.cluster)  # validates the file, with the project's messages
@@ -135,15 +158,21 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
     workload = load_workload(args.workload or sample_workload_path(), seed=args.seed, priority_classes=classes)
     entry = wiring.scheduler_entry(config, args.extender)
     transport: Transport
+    clock = RealClock() if args.real_time else VirtualClock()
+    app = None
     if args.extender:
         transport = HTTPTransport(tls_context(ExtenderSpec.from_dict(entry)))
-    else:
+    elif args.real_time:
         transport = AppTransport(wiring.create_app(config, source=cluster))
+    else:  # the extender's background passes run in virtual time too
+        app = wiring.create_app(config, source=cluster, clock=clock, background=False)
+        transport = AppTransport(app)
     sched_config = SchedulerConfig.from_dict({"extenders": [entry]}, transports=[transport],
                                              version=args.k8s_version, seed=args.seed)
-    clock = RealClock() if args.real_time else VirtualClock()
     scheduler = Scheduler(sched_config, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=bool(args.extender))
     workload.install(scheduler, cluster)
+    if app is not None:
+        _run_background_in_virtual_time(scheduler, *wiring.background(app), every=config.admission.interval)
     wall0 = time.perf_counter()
     if not args.quiet:
         mode = f"extender at {args.extender}" if args.extender else "extender in-process"

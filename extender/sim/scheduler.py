@@ -368,6 +368,11 @@ class Scheduler:
     def after(self, seconds: float, label: str, fn: Callable[[], None]) -> None:
         self.at(self.clock.now() + seconds, label, fn)
 
+    def pending_actions(self) -> int:
+        """Actions scheduled and not yet run (an action running now no longer counts)."""
+        with self._cond:
+            return len(self._actions)
+
     def _run_due_actions(self) -> int:
         ran = 0
         while True:

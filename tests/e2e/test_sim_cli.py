@@ -17,15 +17,12 @@ import pytest
 from werkzeug.serving import make_server
 
 from extender.app import create_app
-from extender.cli import scheduler_entry
+from extender.cli import sim_wiring
 from extender.cluster.memory import MemoryCluster
-from extender.cluster.objects import ClusterFileError
-from extender.config.model import ConfigError, load_config
+from extender.config.model import load_config
 from extender.sim import cli as sim_cli
 
-WIRING = sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
-                        load_cluster=lambda path: MemoryCluster.from_file(path) if path else MemoryCluster.demo(),
-                        user_errors=(ConfigError, ClusterFileError))
+WIRING = sim_wiring()
 
 
 def simulate(*argv: str) -> int:
@@ -162,3 +159,27 @@ def test_png_is_written_when_cairosvg_is_importable(tmp_path: Path, monkeypatch:
     assert simulate("--out", str(tmp_path), "--quiet") == 0
     assert (tmp_path / "utilization.png").exists() and rendered[0].startswith(b"<svg")
     assert "utilization.png" in capsys.readouterr().out
+
+
+def test_gated_pods_are_admitted_in_virtual_time_and_a_hopeless_one_does_not_prolong_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("""apiVersion: v1
+kind: Node
+metadata: {name: box, labels: {kubernetes.io/hostname: box}}
+status:
+  allocatable: {cpu: "4", memory: 8Gi, pods: "10", example.com/gpu: "2"}
+""")
+    workload = tmp_path / "w.yaml"
+    workload.write_text("""- {name: first, requests: {example.com/gpu: 2}, deleteAfter: 30}
+- {name: waits, requests: {example.com/gpu: 2}, arrival: 1, gates: [kube-extender.io/admission]}
+- {name: never, requests: {example.com/gpu: 8}, arrival: 1, gates: [kube-extender.io/admission]}
+""")
+    assert simulate("--cluster", str(cluster), "--workload", str(workload), "--out", str(tmp_path / "o"),
+                    "--quiet") == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert [c["pod"] for c in report["completed"]] == ["default/first"]
+    (waits,) = report["bound"]
+    assert waits["pod"] == "default/waits" and waits["attempts"] == 1, "admitted once the GPUs were free"
+    assert [p["pod"] for p in report["pending"]] == ["default/never"]
+    assert report["summary"]["virtualSeconds"] < 60, "the run ends once nothing can change"
