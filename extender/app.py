@@ -136,6 +136,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                           config.annotation_prefix, config.extender.http_timeout,
                           term=leader.term if leader is not None else (lambda: 0))
     frameworks = build_frameworks(config, handle, registry, metrics)
+    if config.extender.ignorable and any(p.name == "Gang" for fw in frameworks.values() for p in fw.permit_plugins):
+        raise ConfigError([("extender.ignorable", "must be false with the Gang plugin: kube-scheduler binds a pod "
+                            "itself when an ignorable extender's bind fails, so a group denied in Permit would be "
+                            "bound in part")])
     engine = Engine(handle, frameworks, default_profile=config.profiles[0].scheduler_name, metrics=metrics,
                     explain=ExplainLog())
     metrics.watch_cache(cache.sizes)

@@ -39,6 +39,7 @@ import logging
 import threading
 from copy import deepcopy
 from collections import deque
+from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -121,7 +122,9 @@ class ClusterCache:
         self._log: deque[Change] = deque(maxlen=CHANGE_LOG_SIZE)
         self._label_index: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {}
         """label key -> (namespace, value) -> {(uid, pod key)}, for the keys asked about by
-        ``pods_labelled``; entries may be stale (checked and dropped when read)."""
+        ``pods_labelled``. Pod upserts and deletions keep it current (a pod's entry moves when
+        its value changes and goes when it is deleted or turns terminal); entries left stale by
+        other paths (an assumption dropped) are checked and dropped when read."""
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
 
@@ -148,7 +151,9 @@ class ClusterCache:
     # ---- nodes ------------------------------------------------------------------------------
 
     def _record(self, event: ClusterEvent, key: str, node: str = "") -> None:
-        """Note a change (lock held): for ``change_count`` and ``changes_since``."""
+        """Note a change (lock held): for ``change_count`` and ``changes_since``. Sequence numbers
+        are contiguous (each is the previous one + 1, the last is ``self._changes``):
+        ``changes_since`` relies on it."""
         self._changes += 1
         self._log.append(Change(self._changes, event, key, node))
 
@@ -218,43 +223,52 @@ class ClusterCache:
     def upsert_pod(self, raw: Mapping[str, Any]) -> PodInfo:
         """Add or update a Pod from the cluster. A bound pod confirms its assumption (or is
         accounted if nobody assumed it); a terminal pod releases its resources; an unbound pod is
-        remembered as pending. Raises ValueError on a malformed pod."""
+        remembered as pending. Raises ValueError on a malformed pod. The label indexes follow:
+        entries for label values the pod no longer has go, and a terminal pod leaves them."""
         info = PodInfo.from_pod(raw, self.resources)
         with self._lock:
-            state = self._pods.get(info.uid)
-            pending = self._pending.get(info.key)
-            known = state is not None or (pending is not None and pending.uid == info.uid)
-            self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
-            self._index(info)
-            if info.terminal:
-                self._unnominate(info.uid)
-                if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
-                    del self._pending[info.key]
-                if state is not None:
-                    del self._pods[info.uid]
-                    self._assumed.pop(info.uid, None)
-                    self._release(state.info)
-                return info
+            before = [p.labels for p in self._stored(info.uid, info.key)]
+            displaced = self._pending.get(info.key)  # another pod of that name (re-created)
+            self._apply_pod(info)
+            self._reindex(info.uid, info.namespace, info.key, [*before, info.labels])
+            if displaced is not None and displaced.uid != info.uid:
+                self._reindex(displaced.uid, displaced.namespace, displaced.key, [displaced.labels])
+        return info
+
+    def _apply_pod(self, info: PodInfo) -> None:
+        """``upsert_pod`` without the label indexes (lock held)."""
+        state = self._pods.get(info.uid)
+        pending = self._pending.get(info.key)
+        known = state is not None or (pending is not None and pending.uid == info.uid)
+        self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
+        if info.terminal:
             self._unnominate(info.uid)
-            if not info.node_name:
-                self._pending[info.key] = info
-                if info.nominated_node_name and not info.deleting:
-                    self._nominated.setdefault(info.nominated_node_name, {})[info.uid] = info
-                    self._nominee_node[info.uid] = info.nominated_node_name
-                if state is None or state.ledger:
-                    self._follow_ledger(info, state)
-                return info
-            if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
+            if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]
             if state is not None:
-                if state.info.node_name != info.node_name:
-                    log.warning("pod assumed on one node was bound to another",
-                                extra={"pod": info.key, "assumed": state.info.node_name, "bound": info.node_name})
-                self._unaccount(state.info)
+                del self._pods[info.uid]
                 self._assumed.pop(info.uid, None)
-            self._pods[info.uid] = _PodState(info)
-            self._account(info)
-            return info
+                self._release(state.info)
+            return
+        self._unnominate(info.uid)
+        if not info.node_name:
+            self._pending[info.key] = info
+            if info.nominated_node_name and not info.deleting:
+                self._nominated.setdefault(info.nominated_node_name, {})[info.uid] = info
+                self._nominee_node[info.uid] = info.nominated_node_name
+            if state is None or state.ledger:
+                self._follow_ledger(info, state)
+            return
+        if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
+            del self._pending[info.key]
+        if state is not None:
+            if state.info.node_name != info.node_name:
+                log.warning("pod assumed on one node was bound to another",
+                            extra={"pod": info.key, "assumed": state.info.node_name, "bound": info.node_name})
+            self._unaccount(state.info)
+            self._assumed.pop(info.uid, None)
+        self._pods[info.uid] = _PodState(info)
+        self._account(info)
 
     def _follow_ledger(self, info: PodInfo, state: _PodState | None) -> None:
         """Mirror an unbound pod's allocation annotation as a reservation (lock held)."""
@@ -277,20 +291,32 @@ class ClusterCache:
         self._account(held)
 
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
-        """The pod was deleted: release whatever it held and forget it."""
+        """The pod was deleted: release whatever it held and forget it, label index entries
+        included."""
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
-        key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        namespace = str(meta.get("namespace") or "default")
+        key = pod_key(namespace, str(meta.get("name") or ""))
+        labels = meta.get("labels")
         with self._lock:
             self._record(ClusterEvent.POD_DELETE, key)
+            gone: list[PodInfo] = []
             pending = self._pending.get(key)
             if pending is not None and (not uid or pending.uid == uid):
                 del self._pending[key]
+                gone.append(pending)
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
             self._unnominate(uid)
             if state is not None:
                 self._release(state.info)
+                gone.append(state.info)
+            if self._label_index:
+                for u in {uid, *(p.uid for p in gone)} - {""}:
+                    seen = [p.labels for p in gone if p.uid == u]
+                    if isinstance(labels, Mapping):  # the deleted object's own labels
+                        seen.append(labels)
+                    self._reindex(u, namespace, key, seen)
 
     def _unnominate(self, uid: str) -> None:
         node = self._nominee_node.pop(uid, None)
@@ -464,6 +490,13 @@ class ClusterCache:
         with self._lock:
             return self._changes
 
+    def note_released(self, nodes: Iterable[str], key: str = "") -> None:
+        """Capacity held outside the cache (a reservation) came free on ``nodes``: recorded as
+        ALLOCATION_RELEASED changes, so queueing hints and nudges see it like a pod's release."""
+        with self._lock:
+            for node in sorted(nodes):
+                self._record(ClusterEvent.ALLOCATION_RELEASED, key, node)
+
     def changes_since(self, seq: int | None) -> tuple[list[Change], int, bool]:
         """(changes after ``seq``, the latest sequence number, complete). ``complete`` is False
         when the log no longer reaches back to ``seq`` (more than CHANGE_LOG_SIZE changes since):
@@ -472,7 +505,12 @@ class ClusterCache:
             if seq is None or seq >= self._changes:
                 return [], self._changes, True
             complete = not self._log or self._log[0].seq <= seq + 1
-            return [c for c in self._log if c.seq > seq], self._changes, complete
+            # the log's sequence numbers are contiguous and end at self._changes: the changes after
+            # ``seq`` are its last (self._changes - seq) entries, read from the right end
+            wanted = min(self._changes - seq, len(self._log))
+            after = list(islice(reversed(self._log), wanted))
+            after.reverse()
+            return after, self._changes, complete
 
     def take_expired(self) -> list[PodInfo]:
         """Assumptions that expired since the last call (for orphan garbage collection)."""
@@ -514,6 +552,43 @@ class ClusterCache:
     def pending_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:
             return self._pending.get(pod_key(namespace, name))
+
+    def _stored(self, uid: str, key: str) -> list[PodInfo]:
+        """The PodInfos stored for pod ``uid`` named ``key``: accounted and/or pending (lock held)."""
+        out = []
+        state = self._pods.get(uid)
+        if state is not None:
+            out.append(state.info)
+        pending = self._pending.get(key)
+        if pending is not None and pending.uid == uid:
+            out.append(pending)
+        return out
+
+    def _reindex(self, uid: str, namespace: str, key: str, before: Iterable[Mapping[str, Any]]) -> None:
+        """Make the label indexes agree with pod ``uid`` (``key``) as it is stored now (lock held):
+        its entry under the value ``pods_labelled`` would find it by (its accounted PodInfo, else
+        its pending one) is there, and those under the other values of ``before`` (label maps it
+        may have been indexed with) are gone; with nothing stored for it, all of them go."""
+        if not self._label_index:
+            return
+        state = self._pods.get(uid)
+        pending = self._pending.get(key)
+        current = state.info if state is not None else (pending if pending is not None and pending.uid == uid else None)
+        now = current.labels if current is not None else {}
+        entry = (uid, key)
+        for label, index in self._label_index.items():
+            value = now.get(label)
+            for labels in before:  # values it may be indexed under
+                old = labels.get(label)
+                if old is None or old == value or not isinstance(old, str):
+                    continue
+                entries = index.get((namespace, old))
+                if entries is not None:
+                    entries.discard(entry)
+                    if not entries:
+                        del index[(namespace, old)]
+            if isinstance(value, str):
+                index.setdefault((namespace, value), set()).add(entry)
 
     def _index(self, info: PodInfo) -> None:
         """Add the pod to the label indexes built so far (lock held)."""

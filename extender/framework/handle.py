@@ -89,6 +89,8 @@ class ReservationsView(Protocol):
     lock: Any
     """A re-entrant lock: hold it across plan-then-place so two plans never count the same
     capacity."""
+    version: int
+    """Grows whenever slots are placed or go away."""
 
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
               member: Callable[[PodInfo], bool] = ...) -> None:
@@ -96,13 +98,15 @@ class ReservationsView(Protocol):
         ``ttl`` seconds without a claim or consume. Unclaimed slots do not count against the
         pods ``member`` accepts."""
 
-    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None) -> str | None:
-        """The node of the slot pod ``uid`` holds, claiming a free one (in ``prefer`` if given)."""
+    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None,
+              requests: Mapping[str, int] | None = None) -> str | None:
+        """The node of the slot pod ``uid`` holds, claiming a free one (planned for it, else sized
+        like ``requests``; in ``prefer`` if given)."""
 
     def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
         """Free the slots claimed by pods not in ``keep``."""
 
-    def consume(self, owner: str, uid: str, node: str) -> bool:
+    def consume(self, owner: str, uid: str, node: str, requests: Mapping[str, int] | None = None) -> bool:
         """Pod ``uid`` is now accounted on ``node``: drop the slot it stood for."""
 
     def keep(self, owner: str, seconds: float) -> None:
@@ -113,6 +117,9 @@ class ReservationsView(Protocol):
     def get(self, owner: str) -> Any:
         """The live reservation of ``owner`` (``slots``: uid -> slot with ``node``, ``claimed_by``)
         or None."""
+
+    def nodes(self) -> set[str]:
+        """Nodes where some slot is held (expired reservations are dropped first)."""
 
     def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``."""

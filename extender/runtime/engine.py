@@ -149,13 +149,14 @@ class Engine:
         priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
         for its own resources) and reservation slots of equal or higher priority that ``pod`` did
         not claim itself (a pod group's planned placement). A simulated NodeInfo gets a negative
-        generation (never cached)."""
-        nominees = [p for p in self.cache.nominated(info.name) if p.uid != pod.uid and p.priority >= pod.priority]
-        for nominee in nominees:
-            info = info.with_pod(nominee.bound_to(info.name), next(self._simulated))
-        for placeholder in self.handle.reservations.held_on(info.name, pod):
-            info = info.with_pod(placeholder, next(self._simulated))
-        return info
+        generation (never cached); with nothing held, ``info`` itself. The held pods are added in
+        one copy (``NodeInfo.with_pods``), not one per pod."""
+        held = [p.bound_to(info.name) for p in self.cache.nominated(info.name)
+                if p.uid != pod.uid and p.priority >= pod.priority]
+        held.extend(self.handle.reservations.held_on(info.name, pod))
+        if not held:
+            return info
+        return info.with_pods(held, next(self._simulated))
 
     def held_nodes(self) -> set[str]:
         """Nodes where ``with_held`` may add something."""

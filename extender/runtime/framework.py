@@ -19,10 +19,10 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
-from extender.framework.events import Change
+from extender.framework.events import Change, ClusterEvent
 from extender.framework.handle import Handle, SnapshotView
 from extender.framework.interfaces import (MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
                                            PermitPlugin, PostBindPlugin, PostFilterPlugin, PreBindPlugin,
@@ -74,6 +74,33 @@ def _weighted_average(names: Mapping[str, Any], weighted: Sequence[tuple[Mapping
     return {name: sum(scores[name] * weight for scores, weight in weighted) // weight_sum for name in names}
 
 
+@dataclass(frozen=True, slots=True)
+class WakeRule:
+    """What may wake a pod a plugin rejected (see ``framework.events``): its registered
+    ``events`` (None: it registered nothing, so every event does) and its ``hint`` (None: every
+    registered event does)."""
+
+    events: frozenset[ClusterEvent] | None = None
+    hint: Callable[[PodInfo, Change], bool] | None = None
+
+
+_EVERY_EVENT = WakeRule()
+
+
+def _wake_rule(plugin: Any) -> WakeRule:
+    """A plugin's WakeRule, asked once. A plugin whose ``events_to_register`` fails is treated as
+    registering nothing (every event wakes its pods: a bug must not hide pods for ever)."""
+    register = getattr(plugin, "events_to_register", None)
+    if register is None:
+        return _EVERY_EVENT
+    try:
+        events = frozenset(register())
+    except Exception:  # noqa: BLE001
+        log.exception("events_to_register failed", extra={"plugin": getattr(plugin, "name", "?")})
+        return _EVERY_EVENT
+    return WakeRule(events, getattr(plugin, "queueing_hint", None))
+
+
 @dataclass
 class FilterResult:
     """Outcome of the Filter phase over a node list: survivors in input order, and the status of
@@ -116,6 +143,7 @@ class Framework:
                       self.post_filter_plugins, self.reserve_plugins, self.permit_plugins):
             for p in group:
                 self._by_name.setdefault(p.name, p)
+        self._wake_rules: dict[str, WakeRule] = {name: _wake_rule(p) for name, p in self._by_name.items()}
 
     def _observe(self, plugin: str, point: str, seconds: float) -> None:
         if self.metrics is not None:
@@ -151,13 +179,12 @@ class Framework:
     def wakes(self, rejector: str, pod: PodInfo, changes: Sequence[Change]) -> bool:
         """May ``changes`` make ``pod``, last rejected by plugin ``rejector``, schedulable? A
         change to the pod itself always counts; otherwise the plugin's registered events and its
-        queueing hint decide (no registration: every event counts; see ``framework.events``)."""
-        plugin = self._by_name.get(rejector)
-        register = getattr(plugin, "events_to_register", None)
-        if register is None:
+        queueing hint decide (no registration: every event counts; see ``framework.events``).
+        The registration is the one read at construction (``wake_rule``)."""
+        rule = self.wake_rule(rejector)
+        events, hint = rule.events, rule.hint
+        if events is None:
             return bool(changes)
-        events = frozenset(register())
-        hint = getattr(plugin, "queueing_hint", None)
         for change in changes:
             if change.key == pod.key:
                 return True
@@ -169,6 +196,11 @@ class Framework:
                     log.exception("queueing hint failed", extra={"plugin": rejector, "pod": pod.key})
                     return True
         return False
+
+    def wake_rule(self, rejector: str) -> WakeRule:
+        """Plugin ``rejector``'s registered events and queueing hint, read once at construction
+        (an unknown name, e.g. ``extender``: every event counts)."""
+        return self._wake_rules.get(rejector, _EVERY_EVENT)
 
     def less(self, a: PodInfo, b: PodInfo) -> bool:
         if self.queue_sort_plugin is None:

@@ -46,7 +46,7 @@ class EngineHandle:
 
     def __post_init__(self) -> None:
         if self.reservations is None:
-            self.reservations = Reservations(self.clock)
+            self.reservations = Reservations(self.clock, on_release=lambda nodes: self.cache.note_released(nodes))
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Filters on ``node`` with the capacity held for nominated pods of equal or higher

@@ -13,16 +13,25 @@ annotation ``<prefix>nudged-at`` - an update every version treats as a reason to
   declared (``events_to_register`` / ``queueing_hint``) happens after that answer.
 
 Rate limits for both: ``qps`` across all pods (burst of twice that) and at most one touch per pod
-per ``minInterval``. A pod that is due but finds no token stays due.
+per ``minInterval``. A pod that is due but finds no token stays due. Only the leader touches pods;
+a replica that is not leading skips the changes of that time (it starts from "now" when it leads).
+
+A nudge pass costs O(changes + rejections x rejecting plugins) for plugins that registered their
+events without a queueing hint: the latest change of each event (not counting the rejected pod's
+own) decides. Only a plugin with a hint looks at the changes one by one, and only at those after
+the rejection.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_right
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Sequence
 
+from extender.framework.events import Change, ClusterEvent
 from extender.framework.handle import WriteError
 from extender.framework.views import PodInfo
 from extender.runtime.engine import Engine
@@ -44,6 +53,66 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+
+@dataclass(slots=True)
+class _Latest:
+    """The latest change of some kind (``seq``, to ``key``), and the latest one of that kind to
+    another key than ``key`` (``other``; 0: none): the latest such change not to a given pod is
+    then known in O(1) (``excluding``)."""
+
+    seq: int
+    key: str
+    other: int = 0
+
+    def note(self, change: Change) -> None:
+        """``change`` (of this kind) is later than all noted so far."""
+        if change.key != self.key:
+            self.other = self.seq  # the latest so far, and not to change.key
+            self.key = change.key
+        self.seq = change.seq
+
+    def excluding(self, key: str) -> int:
+        """The sequence number of the latest noted change not to ``key`` (0: none)."""
+        return self.seq if self.key != key else self.other
+
+
+class ChangeIndex:
+    """One nudge pass's changes (in sequence order, as ``changes_since`` returns them), indexed
+    to answer "did a change of these events, not to this pod, happen after seq?" in O(events)."""
+
+    def __init__(self, changes: Sequence[Change]) -> None:
+        self.changes = changes
+        self.seqs = [c.seq for c in changes]
+        self.any: _Latest | None = None
+        self.by_event: dict[ClusterEvent, _Latest] = {}
+        for c in changes:
+            latest = self.by_event.get(c.event)
+            if latest is None:
+                self.by_event[c.event] = _Latest(c.seq, c.key)
+            else:
+                latest.note(c)
+            if self.any is None:
+                self.any = _Latest(c.seq, c.key)
+            else:
+                self.any.note(c)
+
+    def any_after(self, seq: int, key: str) -> bool:
+        """Is some change later than ``seq`` and not to ``key``?"""
+        return self.any is not None and self.any.excluding(key) > seq
+
+    def event_after(self, events: frozenset[ClusterEvent], seq: int, key: str) -> bool:
+        """Is some change of one of ``events`` later than ``seq`` and not to ``key``?"""
+        by_event = self.by_event
+        for event in events:
+            latest = by_event.get(event)
+            if latest is not None and latest.excluding(key) > seq:
+                return True
+        return False
+
+    def after(self, seq: int, key: str) -> list[Change]:
+        """The changes later than ``seq`` and not to ``key``, in order."""
+        return [c for c in self.changes[bisect_right(self.seqs, seq):] if c.key != key]
 
 
 class Nudger:
@@ -85,19 +154,43 @@ class Nudger:
         return touched
 
     def _wake_on_events(self) -> None:
+        """Make due the rejected pods that the changes since the last pass may help: a change
+        after the rejection (changes its Filter answer already saw, and the pod's own updates -
+        our nudges - do not count) of an event one of its rejecting plugins registered and, if
+        the plugin has a queueing hint, that the hint accepts. Every such change counts when the
+        change log has a gap."""
         changes, self._seq, complete = self.engine.cache.changes_since(self._seq)
         if not changes:
             return
+        index = ChangeIndex(changes)
         for r in self.engine.rejections():
             if r.pod.uid in self._due:
                 continue
-            # changes its Filter answer already saw, and its own updates (our nudges), do not count
-            later = [c for c in changes if c.seq > r.seq and c.key != r.pod.key]
-            if not later:
+            if not index.any_after(r.seq, r.pod.key):
                 continue
-            fw = self.engine.framework_for(r.pod)
-            if not complete or any(fw.wakes(plugin, r.pod, later) for plugin in r.plugins):
+            if not complete or self._wakes(index, r.pod, r.plugins, r.seq):
                 self._due[r.pod.uid] = r.pod
+
+    def _wakes(self, index: ChangeIndex, pod: PodInfo, plugins: frozenset[str], seq: int) -> bool:
+        """Does one of ``plugins`` (which rejected ``pod`` at ``seq``) want ``pod`` looked at
+        again, given that some change not to ``pod`` came after ``seq``? The same answer as
+        ``Framework.wakes`` over those changes; only a plugin with a queueing hint is asked change
+        by change, and only if one of its events came after ``seq``."""
+        fw = self.engine.framework_for(pod)
+        later: list[Change] | None = None
+        for plugin in plugins:
+            rule = fw.wake_rule(plugin)
+            if rule.events is None:  # registered nothing: any later change counts
+                return True
+            if not index.event_after(rule.events, seq, pod.key):
+                continue
+            if rule.hint is None:
+                return True
+            if later is None:
+                later = index.after(seq, pod.key)
+            if fw.wakes(plugin, pod, later):
+                return True
+        return False
 
     def _touch(self, pod: PodInfo) -> bool:
         clock = self.engine.handle.clock
@@ -119,12 +212,18 @@ class Nudger:
         self.engine.drop_rejection(uid)
 
     def run_forever(self, leading: Callable[[], bool], period: float = 0.2) -> None:
+        """Every ``period`` seconds until ``stop``: a pass (``run_once``) while ``leading()``;
+        otherwise the position in the change log moves to "now", so a replica that becomes
+        leader later does not go through (up to CHANGE_LOG_SIZE) changes of a time it was not
+        leading."""
         while not self._stop.wait(period):
             if leading():
                 try:
                     self.run_once()
                 except Exception:  # noqa: BLE001 - the loop must survive anything
                     log.exception("nudge pass failed")
+            else:
+                self._seq = self.engine.cache.changes_since(None)[1]
 
     def stop(self) -> None:
         self._stop.set()

@@ -14,10 +14,17 @@ Slot life cycle::
 
 A slot claimed by pod ``uid`` no longer counts against that pod (it is its own), and unclaimed
 slots do not count against the pods the reservation is for (``member``): a member that reaches
-bind without having claimed a slot may use one on its node. A reservation
-that makes no progress (no claim, no consume) for ``ttl`` seconds expires, so a group that stops
-arriving cannot hold capacity for ever. Reservations live in memory: after a restart they are
-gone, as are the binds that were waiting on them (kube-scheduler retries those pods).
+bind without having claimed a slot may use one on its node. A reservation that makes no progress
+(no claim, no consume, no ``keep``) for ``ttl`` seconds expires, so a group that stops arriving
+cannot hold capacity for ever. Reservations live in memory: after a restart they are gone, as are
+the binds that were waiting on them (kube-scheduler retries those pods).
+
+Locking: writers hold ``lock``; ``held_on`` (called from the engine's Filter, also inside the
+cache's atomic assume) never takes it - each node's slots are an immutable tuple replaced on
+write. So the only order is reservations lock, then cache lock (planning runs the Filter
+plugins, which read the cache; ``on_release`` records in the cache): no cycle, no deadlock.
+``on_release(nodes)`` is called whenever slots go away without being consumed (released or
+expired): capacity came free, a cluster event for queueing hints and nudges.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterable
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 from extender.framework.clock import Clock
 from extender.framework.views import PodInfo
@@ -36,6 +43,8 @@ class Slot:
     uid: str
     node: str
     placeholder: PodInfo
+    planned_for: str = ""
+    """The UID of the member the slot was planned for ("" for a copy sized like the planner)."""
     claimed_by: str | None = None
 
 
@@ -62,12 +71,15 @@ class Reservation:
 class Reservations:
     """Thread-safe store of reservations, indexed by node for the Filter hot path."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, on_release: Callable[[set[str]], None] | None = None) -> None:
         self.clock = clock
+        self.on_release = on_release
         self.lock = threading.RLock()
         """Held by a plugin across plan-then-place, so two plans never count the same capacity."""
+        self.version = 0
+        """Grows whenever slots are placed or go away: "could a plan come out differently?"."""
         self._owners: dict[str, Reservation] = {}
-        self._by_node: dict[str, dict[str, tuple[Reservation, Slot]]] = {}
+        self._by_node: dict[str, tuple[tuple[Reservation, Slot], ...]] = {}
         self._ids = itertools.count(1)
 
     # ---- writing ----------------------------------------------------------------------------
@@ -75,8 +87,8 @@ class Reservations:
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
               member: Callable[[PodInfo], bool] = lambda pod: False) -> None:
         """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before). The
-        pod is the member the slot is sized for; its placeholder copy gets a slot UID. ``member``
-        tells the pods the slots are for."""
+        pod is the member the slot is planned for (its UID is remembered) and sized like; its
+        placeholder copy gets a slot UID. ``member`` tells the pods the slots are for."""
         with self.lock:
             self._drop(owner)
             now = self.clock.monotonic()
@@ -86,35 +98,41 @@ class Reservations:
                 placeholder = PodInfo(uid, pod.namespace, f"{pod.name} (reserved for {owner})", priority,
                                       creation_timestamp=pod.creation_timestamp, node_name=node,
                                       scheduler_name=pod.scheduler_name, requests=pod.requests, raw=pod.raw)
-                slot = Slot(uid, node, placeholder)
+                slot = Slot(uid, node, placeholder, pod.uid)
                 res.slots[uid] = slot
-                self._by_node.setdefault(node, {})[uid] = (res, slot)
+                self._by_node[node] = (*self._by_node.get(node, ()), (res, slot))
             if res.slots:
                 self._owners[owner] = res
+            self.version += 1
 
-    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None) -> str | None:
-        """The node of the slot pod ``uid`` holds, claiming an unclaimed one (on a node in
-        ``prefer`` when given) if it holds none - or if the one it holds is not in ``prefer`` and
-        an unclaimed one is. None when no slot is left for it."""
+    def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None,
+              requests: Mapping[str, int] | None = None) -> str | None:
+        """The node of the slot pod ``uid`` holds, claiming an unclaimed one if it holds none - or
+        if the one it holds is not in ``prefer`` and an unclaimed one is. Among unclaimed slots:
+        the one planned for ``uid``, else one sized like ``requests`` (when given), on a node in
+        ``prefer`` when given. None when no slot is left for it."""
         with self.lock:
             res = self._live(owner)
             if res is None:
                 return None
-            mine = free = None
+            mine = None
+            free: list[Slot] = []
             for slot in res.slots.values():
                 if slot.claimed_by == uid:
                     mine = slot
-                elif free is None and slot.claimed_by is None and (prefer is None or slot.node in prefer):
-                    free = slot
-            if mine is not None and (free is None or prefer is None or mine.node in prefer):
+                elif slot.claimed_by is None and (prefer is None or slot.node in prefer) and (
+                        slot.planned_for == uid or requests is None or slot.placeholder.requests == requests):
+                    free.append(slot)
+            pick = next((s for s in free if s.planned_for == uid), free[0] if free else None)
+            if mine is not None and (pick is None or prefer is None or mine.node in prefer):
                 return mine.node
-            if free is None:
+            if pick is None:
                 return None
             if mine is not None:
                 mine.claimed_by = None
-            free.claimed_by = uid
+            pick.claimed_by = uid
             res.expires = self.clock.monotonic() + res.ttl
-            return free.node
+            return pick.node
 
     def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
         """Free the slots claimed by pods not in ``keep`` (members deleted meanwhile); returns
@@ -128,26 +146,26 @@ class Reservations:
                     freed += 1
             return freed
 
-    def consume(self, owner: str, uid: str, node: str) -> bool:
-        """Pod ``uid`` of the owner is now accounted on ``node``: drop its slot (the one it
-        claimed, else an unclaimed one on ``node``, else any unclaimed one) so the capacity is not
-        counted twice. The reservation ends with its last slot. False if nothing was held."""
+    def consume(self, owner: str, uid: str, node: str, requests: Mapping[str, int] | None = None) -> bool:
+        """Pod ``uid`` of the owner is now accounted on ``node``: drop its slot so the capacity is
+        not counted twice - the one it claimed, else an unclaimed one (sized like ``requests``
+        when given, on ``node`` first). The reservation ends with its last slot. False if nothing
+        was held for it."""
         with self.lock:
             res = self._live(owner)
             if res is None:
                 return False
-            slots = list(res.slots.values())
+            slots = [s for s in res.slots.values() if s.claimed_by in (uid, None)]
+            sized = [s for s in slots if s.claimed_by is None and
+                     (requests is None or s.placeholder.requests == requests)]
             pick = (next((s for s in slots if s.claimed_by == uid), None)
-                    or next((s for s in slots if s.claimed_by is None and s.node == node), None)
-                    or next((s for s in slots if s.claimed_by is None), None))
+                    or next((s for s in sized if s.node == node), None)
+                    or next(iter(sized), None))
             if pick is None:
                 return False
             del res.slots[pick.uid]
-            on_node = self._by_node.get(pick.node)
-            if on_node is not None:
-                on_node.pop(pick.uid, None)
-                if not on_node:
-                    del self._by_node[pick.node]
+            self._unindex(pick)
+            self.version += 1
             if not res.slots:
                 del self._owners[owner]
             else:
@@ -183,20 +201,20 @@ class Reservations:
     def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``: slots of live reservations of
         equal or higher priority, except the one ``pod`` claimed and, if it is a member of the
-        reservation, the unclaimed ones."""
-        with self.lock:
-            entries = self._by_node.get(node)
-            if not entries:
-                return []
-            now = self.clock.monotonic()
-            out = []
-            for res, slot in entries.values():
-                if res.priority < pod.priority or res.expires <= now or slot.claimed_by == pod.uid:
-                    continue
-                if slot.claimed_by is None and res.member(pod):
-                    continue
-                out.append(slot.placeholder)
-            return out
+        reservation, the unclaimed ones. Lock-free (see the module docstring)."""
+        entries = self._by_node.get(node)
+        if not entries:
+            return []
+        now = self.clock.monotonic()
+        out = []
+        for res, slot in entries:
+            claimed_by = slot.claimed_by
+            if res.priority < pod.priority or res.expires <= now or claimed_by == pod.uid:
+                continue
+            if claimed_by is None and res.member(pod):
+                continue
+            out.append(slot.placeholder)
+        return out
 
     def describe(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -218,14 +236,20 @@ class Reservations:
         for owner in [o for o, r in self._owners.items() if r.expires <= now]:
             self._drop(owner)
 
+    def _unindex(self, slot: Slot) -> None:
+        rest = tuple(e for e in self._by_node.get(slot.node, ()) if e[1] is not slot)
+        if rest:
+            self._by_node[slot.node] = rest
+        else:
+            self._by_node.pop(slot.node, None)
+
     def _drop(self, owner: str) -> bool:
         res = self._owners.pop(owner, None)
         if res is None:
             return False
         for slot in res.slots.values():
-            on_node = self._by_node.get(slot.node)
-            if on_node is not None:
-                on_node.pop(slot.uid, None)
-                if not on_node:
-                    del self._by_node[slot.node]
+            self._unindex(slot)
+        self.version += 1
+        if self.on_release is not None and res.slots:
+            self.on_release({slot.node for slot in res.slots.values()})
         return True

@@ -52,6 +52,11 @@ class Gang:
         self.reservations = handle.reservations
         self.min_key = handle.annotation_prefix + "pod-group-min-member"
         self._backoff_until: dict[Group, float] = {}
+        self._allowed: dict[Group, set[str]] = {}
+        """Members Permit let go and the cluster has not confirmed bound yet, per group."""
+        self._no_fit: dict[Group, tuple[tuple[object, ...], Status]] = {}
+        """The last failed plan per group and what it was made against (so a member of a group
+        that does not fit does not re-plan until something changed)."""
         self._lock = threading.Lock()
 
     # ---- the group ----------------------------------------------------------------------------
@@ -68,15 +73,23 @@ class Gang:
         return self.handle.find_pods(group[0], {logic.GROUP_LABEL: group[1]})
 
     def _needed(self, group: Group, pod: PodInfo, members: list[PodInfo]) -> int | None:
-        """minMember: the PodGroup's, else the members' annotation; None when neither says."""
+        """minMember: the PodGroup's, else the annotation of the oldest member that states it
+        (the pod asked about when no member does); None when neither says."""
         spec = self.handle.pod_group(*group)
         if spec is not None:
             return spec.min_member
-        return logic.min_member([pod.annotations, *(m.annotations for m in members)], self.min_key)
+        oldest = sorted(members, key=lambda m: (m.creation_timestamp, m.uid))
+        return logic.min_member((m.annotations for m in (*oldest, pod)), self.min_key)
 
     def _undefined(self, group: Group) -> Status:
-        return Status.unschedulable(f"pod group {group[1]} is not defined: create PodGroup {group[1]} "
-                                    f"or annotate its pods with {self.min_key}")
+        return Status.unresolvable(f"pod group {group[1]} is not defined: create PodGroup {group[1]} "
+                                   f"or annotate its pods with {self.min_key}")
+
+    def _backing_off(self, group: Group) -> float:
+        """Seconds left of the group's back-off (0 when none)."""
+        with self._lock:
+            until = self._backoff_until.get(group, 0.0)
+        return max(0.0, until - self.handle.clock.monotonic())
 
     def _permit_timeout(self, group: Group) -> float:
         spec = self.handle.pod_group(*group)
@@ -101,12 +114,12 @@ class Gang:
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         """Members appearing, the PodGroup changing, and anything that frees or adds capacity
         (a group that did not fit may fit)."""
-        return (ClusterEvent.POD_ADD, ClusterEvent.POD_GROUP_CHANGE, *CAPACITY_EVENTS)
+        return (ClusterEvent.POD_ADD, ClusterEvent.POD_UPDATE, ClusterEvent.POD_GROUP_CHANGE, *CAPACITY_EVENTS)
 
     def queueing_hint(self, pod: PodInfo, change: Change) -> bool:
         """A new pod or a PodGroup matters only in the pod's namespace (and a PodGroup only if it
         is the pod's own)."""
-        if change.event is ClusterEvent.POD_ADD:
+        if change.event in (ClusterEvent.POD_ADD, ClusterEvent.POD_UPDATE):  # a member appeared or was relabelled
             return change.key.startswith(pod.namespace + "/")
         if change.event is ClusterEvent.POD_GROUP_CHANGE:
             group = self._group(pod)
@@ -114,15 +127,15 @@ class Gang:
         return True
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: SnapshotView) -> tuple[PreFilterResult | None, Status]:
+        """Gang rejections are UnschedulableAndUnresolvable: evicting pods on one node cannot make
+        a group complete, stop backing off or fit as a whole (as upstream coscheduling says)."""
         group = self._group(pod)
         if group is None:
             return None, Status(Code.SKIP)
-        with self._lock:
-            until = self._backoff_until.get(group, 0.0)
-        now = self.handle.clock.monotonic()
-        if now < until:
-            self.handle.requeue_after(pod, until - now)  # no cluster event says when the back-off ends
-            return None, Status.unschedulable(f"pod group {group[1]} is backing off after a timeout")
+        left = self._backing_off(group)
+        if left:
+            self.handle.requeue_after(pod, left)  # no cluster event says when the back-off ends
+            return None, Status.unresolvable(f"pod group {group[1]} is backing off after a timeout")
         candidates = state.candidates
         if candidates is None:  # the re-check at bind: the plan was made at filter time
             return None, Status()
@@ -136,54 +149,101 @@ class Gang:
         owner = self._owner(group)
         offered = frozenset(candidates)
         with self.reservations.lock:
-            if self.reservations.get(owner) is None:
-                st = self._plan(owner, group, pod, needed - placed, candidates, snapshot)
-                if not st.ok:
-                    return None, st
-            else:  # slots claimed by members deleted meanwhile go to whoever comes next
-                self.reservations.unclaim_except(owner, {m.uid for m in members} | {pod.uid})
-            node = self.reservations.claim(owner, pod.uid, prefer=offered)
+            node = None
+            for _ in range(2):  # a second round after dropping a plan that no longer fits
+                if self.reservations.get(owner) is None:
+                    st = self._plan(owner, group, pod, members, needed - placed, candidates, snapshot)
+                    if not st.ok:
+                        return None, st
+                else:  # slots claimed by members deleted meanwhile go to whoever comes next
+                    self.reservations.unclaim_except(owner, {m.uid for m in members} | {pod.uid})
+                node = self.reservations.claim(owner, pod.uid, prefer=offered, requests=pod.requests)
+                info = snapshot.get(node) if node is not None and node in offered else None
+                if info is None or self.handle.run_filters(CycleState(), pod, info).ok:
+                    break
+                # the capacity planned for it is gone (a pod of higher priority took it, the node
+                # shrank): plan the group again rather than steer members to where they fail
+                self.reservations.release(owner)
+                node = None
         if node is None or node not in offered:
             return None, Status()  # no planned slot among the offered nodes: wherever it fits
         return PreFilterResult(frozenset((node,))), Status()
 
-    def _plan(self, owner: str, group: Group, pod: PodInfo, count: int, candidates: Sequence[str],
-              snapshot: SnapshotView) -> Status:
-        """Place ``count`` copies of ``pod`` on the candidates (roomiest first, each copy checked
-        by the profile's Filter plugins with the copies before it and every capacity held for
-        others counted) and reserve them; Unschedulable, holding nothing, if they do not fit."""
+    def _plan(self, owner: str, group: Group, pod: PodInfo, members: list[PodInfo], count: int,
+              candidates: Sequence[str], snapshot: SnapshotView) -> Status:
+        """Place the ``count`` members still to go on the candidates and reserve them; holding
+        nothing, Unresolvable, if they do not fit. Who: ``pod`` and the other unplaced members
+        that ask for managed resources, largest first (members asking for none need no slot and
+        count for the group), then copies of ``pod`` for members that do not exist yet. Where:
+        roomiest nodes first, filled while the next member fits (the profile's Filter plugins,
+        with the members placed before it and every capacity held for others counted)."""
+        others = [m for m in members if not m.node_name and m.uid != pod.uid]
+        asking = sorted((m for m in others if m.requests), key=lambda m: (m.creation_timestamp, m.uid))
+        free_riders = len(others) - len(asking)
+        wanted = [pod, *asking][:count]
+        wanted += [pod] * max(0, count - len(wanted) - free_riders)
+        wanted.sort(key=lambda m: -sum(m.requests.values()))
+        self.reservations.nodes()  # drops expired reservations first: the version then tells
+        key = (snapshot.generation, self.reservations.version, tuple(candidates), tuple(m.uid for m in wanted))
+        with self._lock:
+            known = self._no_fit.get(group)
+        if known is not None and known[0] == key:
+            return known[1]
         nodes = [info for info in map(snapshot.get, candidates) if info is not None]
-        placements: list[str] = []
+        placements: list[tuple[str, PodInfo]] = []
+        queue = list(wanted)
         for info in logic.planning_order(nodes, pod.requests):
             sim = info
-            while len(placements) < count and self.handle.run_filters(CycleState(), pod, sim).ok:
-                placements.append(info.name)
-                copy = dataclasses.replace(pod, uid=f"{pod.uid}/planned/{len(placements)}", node_name=info.name)
-                sim = sim.with_pod(copy, -1)
-            if len(placements) >= count:
+            while queue and self.handle.run_filters(CycleState(), queue[0], sim).ok:
+                member = queue.pop(0)
+                placements.append((info.name, member))
+                sim = sim.with_pod(dataclasses.replace(member, uid=f"{member.uid}/planned/{len(placements)}",
+                                                       node_name=info.name), -1)
+            if not queue:
                 break
-        if len(placements) < count:
-            return Status.unschedulable(f"pod group {group[1]} does not fit: {len(placements)} of {count} "
-                                        "members have room (capacity held for other groups counted)")
-        self.reservations.place(owner, pod.priority, [(n, pod) for n in placements], self.args.reservation_timeout,
+        if queue:
+            st = Status.unresolvable(f"pod group {group[1]} does not fit: {len(placements)} of {len(wanted)} "
+                                     "members have room (capacity held for other groups counted)")
+            with self._lock:
+                self._no_fit[group] = (key, st)
+            return st
+        with self._lock:
+            self._no_fit.pop(group, None)
+        self.reservations.place(owner, pod.priority, placements, self.args.reservation_timeout,
                                 member=lambda p: self._group(p) == group)
         return Status()
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         group = self._group(pod)
         if group is not None:
-            self.reservations.consume(self._owner(group), pod.uid, node_name)
+            self.reservations.consume(self._owner(group), pod.uid, node_name, pod.requests)
         return Status()
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        """Allow when the members waiting here, those allowed before and those the cluster shows
+        bound reach minMember; deny when the group's size is unknown (its PodGroup is gone) or it
+        is backing off - never let part of a group go."""
         group = self._group(pod)
         if group is None:
             return Status(), 0.0
         members = self._members(group)
-        needed = self._needed(group, pod, members) or 1
+        needed = self._needed(group, pod, members)
+        if needed is None:
+            return self._undefined(group), 0.0
+        if self._backing_off(group):
+            return Status.unresolvable(f"pod group {group[1]} is backing off after a timeout"), 0.0
         waiting = [wp for wp in self.handle.waiting_pods if self._group(wp.pod) == group and wp.pod.uid != pod.uid]
         held = {wp.pod.uid for wp in waiting} | {pod.uid}
-        placed = sum(1 for m in members if m.node_name and m.uid not in held)  # bound, or past Permit
+        bound = {m.uid for m in members if (m.raw.get("spec") or {}).get("nodeName")}
+        with self._lock:
+            allowed = self._allowed.get(group, set()) - bound
+            placed = len((bound | allowed) - held)
+            if logic.ready(len(waiting) + 1, placed, needed):
+                self._allowed[group] = allowed | held
+            elif allowed:
+                self._allowed[group] = allowed
+            else:
+                self._allowed.pop(group, None)
         if logic.ready(len(waiting) + 1, placed, needed):
             self.reservations.release(self._owner(group))
             for wp in waiting:
@@ -199,8 +259,12 @@ class Gang:
         group = self._group(pod)
         if group is None:
             return
+        now = self.handle.clock.monotonic()
         with self._lock:
-            self._backoff_until[group] = self.handle.clock.monotonic() + self.args.backoff
+            self._backoff_until = {g: t for g, t in self._backoff_until.items() if t > now}
+            self._backoff_until[group] = now + self.args.backoff
+            self._allowed.pop(group, None)
+            self._no_fit.pop(group, None)
         self.reservations.release(self._owner(group))
         for wp in self.handle.waiting_pods:
             if self._group(wp.pod) == group and wp.pod.uid != pod.uid:

@@ -721,6 +721,8 @@ NEGATIVE: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
      "must be below the Permit budget of 0.75s"),
     ("gang-without-binding", {"features": {"gang": True, "binding": False}}, (),
      "features.gang=true needs features.binding=true"),
+    ("gang-with-ignorable", {"features": {"gang": True}, "config": {"extender": {"ignorable": True}}}, (),
+     "features.gang=true needs config.extender.ignorable=false"),
     ("gang-backoff-zero", {"features": {"gang": True}, "gang": {"backoff": "0s"}}, (),
      "gang.backoff (0s) must be positive"),
     ("gang-profile-permit-at-budget", {"features": {"gang": True},

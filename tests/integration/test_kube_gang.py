@@ -74,7 +74,7 @@ def test_a_group_that_does_not_fit_beside_a_planned_one_holds_nothing(api: FakeA
     try:
         assert ext.engine.filter(api.get("Pod", "default", "a0"), ["n1", "n2"]).feasible == ["n1"]
         out = ext.engine.filter(api.get("Pod", "default", "b0"), ["n1", "n2"])
-        assert out.feasible == [] and out.failed["n2"].startswith("pod group b does not fit: 2 of 3")
+        assert out.feasible == [] and out.unresolvable["n2"].startswith("pod group b does not fit: 2 of 3")
         assert [r["owner"] for r in ext.engine.queue_state()["reserved"]] == ["pod-group/default/a"]
         api.delete("PodGroup", "default", "a")  # without its PodGroup, group a has no size: it stops
         wait_for(lambda: ext.state.cache.pod_group_spec("default", "a") is None, what="the PodGroup deletion")

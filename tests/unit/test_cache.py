@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable
 
 import pytest
 from builders import GPU, make_node, make_pod
@@ -235,3 +236,82 @@ def test_changes_since_reports_a_gap_when_the_log_overflowed(cache: ClusterCache
         cache.upsert_pod(pending(f"p{i}", 1))
     changes, _, complete = cache.changes_since(start)
     assert not complete and len(changes) == 3
+
+
+def test_changes_since_slices_the_log_at_its_boundaries(cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import deque
+    monkeypatch.setattr(cache, "_log", deque(maxlen=10))
+    for i in range(25):
+        cache.upsert_pdb({"metadata": {"name": f"b{i}", "namespace": "default"}, "spec": {"minAvailable": 1}})
+    latest = cache.change_count()
+    oldest = cache._log[0].seq
+    assert oldest == latest - 9 and [c.seq for c in cache._log] == list(range(oldest, latest + 1))
+    cases = [
+        ("long before the oldest kept change", 0, False),
+        ("two before the oldest kept change", oldest - 2, False),
+        ("just before the oldest kept change", oldest - 1, True),
+        ("at the oldest kept change", oldest, True),
+        ("inside", oldest + 4, True),
+        ("just before the latest", latest - 1, True),
+        ("at the latest", latest, True),
+        ("beyond the latest", latest + 5, True),
+    ]
+    for what, seq, complete in cases:
+        changes, at, whole = cache.changes_since(seq)
+        assert (at, whole) == (latest, complete), what
+        assert changes == [c for c in cache._log if c.seq > seq], what
+        assert [c.seq for c in changes] == list(range(max(seq + 1, oldest), latest + 1)), what
+    assert cache.changes_since(None) == ([], latest, True)
+
+
+def index_entries(cache: ClusterCache, key: str = "g") -> set[tuple[str, str, str, str]]:
+    """Every (namespace, value, uid, pod key) in the label index of ``key``."""
+    return {(ns, value, uid, pkey) for (ns, value), entries in cache._label_index[key].items()
+            for uid, pkey in entries}
+
+
+def test_label_index_forgets_deleted_pods(cache: ClusterCache) -> None:
+    cache.upsert_pod(labelled("keeper", "k"))
+    assert names(cache.pods_labelled("default", "g", "k")) == ["keeper@-"]  # the index exists now
+    for group in range(100):
+        members = [labelled(f"m{group}-{i}", f"group-{group}") for i in range(4)]
+        for i, member in enumerate(members):
+            if i % 2:  # half of them bound, half pending
+                member["spec"]["nodeName"] = "n1"
+            cache.upsert_pod(member)
+        assert len(cache.pods_labelled("default", "g", f"group-{group}")) == 4
+        for member in members:
+            cache.remove_pod(member)
+    assert index_entries(cache) == {("default", "k", "u-keeper", "default/keeper")}
+    assert len(cache._label_index["g"]) == 1
+    assert all(cache.pods_labelled("default", "g", f"group-{g}") == [] for g in range(100))
+
+
+def test_label_index_drops_terminal_pods_and_old_values(cache: ClusterCache) -> None:
+    cache.pods_labelled("default", "g", "a")  # build the (empty) index
+    entry = ("u-p", "default/p")
+    steps: list[tuple[str, Callable[[], Any], set[tuple[str, str, str, str]]]] = [
+        ("pending", lambda: cache.upsert_pod(labelled("p", "a")), {("default", "a", *entry)}),
+        ("relabelled while pending", lambda: cache.upsert_pod(labelled("p", "b")), {("default", "b", *entry)}),
+        ("bound", lambda: cache.upsert_pod(make_pod("p").uid("u-p").req(gpu=1).labels(g="b").node("n1").obj()),
+         {("default", "b", *entry)}),
+        ("relabelled while bound", lambda: cache.upsert_pod(
+            make_pod("p").uid("u-p").req(gpu=1).labels(g="c").node("n1").obj()), {("default", "c", *entry)}),
+        ("label removed", lambda: cache.upsert_pod(make_pod("p").uid("u-p").req(gpu=1).node("n1").obj()), set()),
+        ("labelled again", lambda: cache.upsert_pod(
+            make_pod("p").uid("u-p").req(gpu=1).labels(g="a").node("n1").obj()), {("default", "a", *entry)}),
+        ("terminal", lambda: cache.upsert_pod(
+            make_pod("p").uid("u-p").req(gpu=1).labels(g="a").node("n1").phase("Succeeded").obj()), set()),
+        ("pending, then re-created under the same name without a deletion",
+         lambda: (cache.upsert_pod(labelled("q", "a")), cache.upsert_pod(labelled("q", "a", uid="u-q2"))),
+         {("default", "a", "u-q2", "default/q")}),
+        ("a pending pod turning terminal", lambda: cache.upsert_pod(
+            make_pod("q").uid("u-q2").req(gpu=1).labels(g="a").phase("Failed").obj()), set()),
+    ]
+    for what, act, expected in steps:
+        act()
+        assert index_entries(cache) == expected, what
+        for value in "abc":
+            assert names(cache.pods_labelled("default", "g", value)) == sorted(
+                f"{pkey.split('/')[1]}@{'n1' if cache.pod(uid) else '-'}"
+                for _, v, uid, pkey in expected if v == value), what

@@ -87,3 +87,11 @@ def test_load_config_from_file_and_unreadable(tmp_path: Path) -> None:
     f.write_text("a: [")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(f)
+
+
+def test_gang_with_an_ignorable_extender_is_refused() -> None:
+    profile = {"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}
+    with pytest.raises(ConfigError) as err:
+        create_app(config_of(extender={"ignorable": True}, profiles=[profile]), source=MemoryCluster())
+    assert [p for p, _ in err.value.problems] == ["extender.ignorable"]
+    assert create_app(config_of(extender={"ignorable": True}), source=MemoryCluster())  # without Gang: fine

@@ -69,7 +69,7 @@ def test_an_incomplete_group_times_out_releases_everything_and_backs_off() -> No
     snap = engine.cache.snapshot().get("n1")
     assert snap.requested.get("example.com/gpu", 0) == 0 and engine.cache.sizes()["assumed_pods"] == 0
     outcome = engine.filter(cluster.get_pod("default", "m2"), ["n1"])
-    assert outcome.failed == {"n1": "pod group g is backing off after a timeout"}
+    assert outcome.unresolvable == {"n1": "pod group g is backing off after a timeout"}
 
 
 def test_pods_outside_groups_are_untouched() -> None:
@@ -129,8 +129,8 @@ def test_a_second_group_that_does_not_fit_beside_the_first_holds_nothing() -> No
     engine, cluster = planned({"n1": 4, "n2": 4}, group_of("a", 5) + group_of("b", 5))
     assert filter_pod(engine, cluster, "a0", NODES).feasible
     out = filter_pod(engine, cluster, "b0", NODES)
-    assert out.feasible == [] and set(out.failed) == set(NODES)
-    assert out.failed["n1"] == "pod group b does not fit: 3 of 5 members have room (capacity held for other groups counted)"
+    assert out.feasible == [] and set(out.unresolvable) == set(NODES)
+    assert out.unresolvable["n1"] == "pod group b does not fit: 3 of 5 members have room (capacity held for other groups counted)"
     assert [r["owner"] for r in engine.queue_state()["reserved"]] == ["pod-group/default/a"]
 
 
@@ -147,7 +147,7 @@ def test_group_a_completes_while_group_b_waits_without_holding_anything() -> Non
         t.join(10)
     assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
     assert engine.queue_state()["reserved"] == []
-    assert filter_pod(engine, cluster, "b0", NODES).failed["n1"].startswith("pod group b does not fit: 3 of 5")
+    assert filter_pod(engine, cluster, "b0", NODES).unresolvable["n1"].startswith("pod group b does not fit: 3 of 5")
 
 
 def test_other_pods_see_the_reserved_capacity_unless_they_have_higher_priority() -> None:
@@ -194,7 +194,7 @@ def test_a_timed_out_group_releases_its_reservation() -> None:
 def test_a_group_with_no_size_anywhere_is_not_started() -> None:
     pod = make_pod("x0").uid("u-x0").req(gpu=1).labels(**{GROUP: "x"}).obj()
     engine, cluster = planned({"n1": 4}, [pod])
-    assert filter_pod(engine, cluster, "x0", ["n1"]).failed["n1"] == (
+    assert filter_pod(engine, cluster, "x0", ["n1"]).unresolvable["n1"] == (
         "pod group x is not defined: create PodGroup x or annotate its pods with kube-extender.io/pod-group-min-member")
 
 
@@ -220,8 +220,68 @@ def test_a_member_rejected_during_the_back_off_is_touched_when_it_ends() -> None
     engine, nudger = state.engine, state.nudger
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
     assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")
-    assert filter_pod(engine, cluster, "a1", ["n1"]).failed == {"n1": "pod group a is backing off after a timeout"}
+    assert filter_pod(engine, cluster, "a1", ["n1"]).unresolvable == {"n1": "pod group a is backing off after a timeout"}
     assert nudger.run_once() == [], "not before the back-off ends"
     time.sleep(1.05)
     assert nudger.run_once() == ["default/a1"]
     assert "kube-extender.io/nudged-at" in cluster.get_pod("default", "a1")["metadata"]["annotations"]
+
+
+# ---- findings of the concurrency review ------------------------------------------------------------
+
+def test_members_waiting_when_their_pod_group_disappears_are_denied_not_let_go() -> None:
+    from builders import make_pod_group
+    pods = [make_pod(f"m{i}").uid(f"u-m{i}").req(gpu=1).labels(**{GROUP: "g"}).obj() for i in range(3)]
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=8).obj()], pods,
+                                            pod_groups=[make_pod_group("g").min_member(4).obj()]))
+    engine = create_app(config_of(extender={"httpTimeout": "5s"},
+                                  profiles=[{"schedulerName": "default-scheduler",
+                                             "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}]),
+                        source=cluster, background=False).extensions["kube_extender"].engine
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", "n1")))
+               for n in ("m0", "m1")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while len(list(engine.handle.waiting_pods)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cluster.delete_pod_group("default", "g")
+    results["m2"] = engine.bind("default", "m2", "u-m2", "n1")
+    for t in threads:
+        t.join(10)
+    assert all(r for r in results.values()), results
+    assert "pod group g is not defined" in results["m2"] and bound(cluster) == set()
+
+
+def test_members_asking_for_no_managed_resource_need_no_slot() -> None:
+    launcher = make_pod("launcher").uid("u-launcher").labels(**{GROUP: "g"}).obj()
+    launcher["metadata"]["annotations"] = {"kube-extender.io/pod-group-min-member": "3"}
+    engine, cluster = planned({"n1": 2}, [launcher, member("w0", size=3), member("w1", size=3)])
+    assert filter_pod(engine, cluster, "w0", ["n1"]).feasible == ["n1"], "2 GPUs are enough for the 3 members"
+    [res] = engine.queue_state()["reserved"]
+    assert res["slots"] == 2
+
+
+def test_a_member_whose_planned_capacity_was_taken_gets_a_new_plan() -> None:
+    high = make_pod("high").uid("u-high").req(gpu=2).priority(100).obj()
+    engine, cluster = planned({"n1": 2, "n2": 2}, group_of("a", 2) + [high])
+    assert filter_pod(engine, cluster, "a0", NODES).feasible == ["n1"]
+    assert engine.bind("default", "high", "u-high", "n1") == "", "higher priority may take reserved capacity"
+    assert filter_pod(engine, cluster, "a1", NODES).feasible == ["n2"]
+    assert engine.queue_state()["reserved"][0]["nodes"] == {"n2": 2}
+
+
+def test_a_released_reservation_is_an_event_that_nudges_pods_it_kept_out() -> None:
+    low = make_pod("low").uid("u-low").req(gpu=1).obj()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2) + [low]))
+    config = config_of(extender={"httpTimeout": "2s"}, requeue={"nudge": True},
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}])
+    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    engine, nudger = state.engine, state.nudger
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    assert filter_pod(engine, cluster, "low", ["n1"]).failed == {"n1": "Insufficient example.com/gpu"}
+    assert nudger.run_once() == []
+    assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")  # times out: the plan is released
+    assert nudger.run_once() == ["default/low"]

@@ -3,8 +3,9 @@ them happens (so kube-scheduler 1.29 retries them) or when a plugin's back-off e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 
@@ -88,3 +89,72 @@ def test_event_nudges_are_off_by_default_but_timed_wake_ups_are_not() -> None:
     clock.advance(5.0)
     assert nudger.run_once() == ["default/p0"] and nudged(cluster) == ["p0"]
     assert nudger.run_once() == [], "a wake-up is done once"
+
+
+# ---- a pass over many rejections ------------------------------------------------------------------
+
+MANY = 4096
+
+
+def _own_release(cluster: MemoryCluster, engine: Any) -> None:
+    """An ALLOCATION_RELEASED change to p0 itself (an assumption of it dropped)."""
+    info = engine.cache.pending_pod("default", "p0")
+    assert engine.cache.assume(info, "n1").ok and engine.cache.forget(info.uid)
+
+
+def _release_by_another(cluster: MemoryCluster, engine: Any) -> None:
+    """ALLOCATION_RELEASED (and Pod/Delete) of another pod."""
+    cluster.delete_pod("default", "running")
+
+
+@pytest.mark.parametrize("first, between, expected", [
+    # rejections of p0..p{first-1}, then `between` changes, then the other rejections; 200
+    # unrelated changes follow in every case
+    pytest.param(MANY, [], [], id="unrelated changes only: none"),
+    pytest.param(1000, [_release_by_another], [f"p{i}" for i in range(1000)],
+                 id="a release after some rejections: exactly those rejected before it"),
+    pytest.param(1, [_own_release], [], id="the pod's own change: none"),
+    pytest.param(1, [_release_by_another, _own_release], ["p0"],
+                 id="another pod's release, then the pod's own: woken"),
+])
+def test_a_pass_over_many_rejections_decides_hintless_plugins_without_going_change_by_change(
+        first: int, between: list[Callable[[MemoryCluster, Any], None]], expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = [make_pod("running").uid("r").req(gpu=4).node("n1").obj()]
+    pods += [make_pod(f"p{i}").uid(f"u-p{i}").req(gpu=8).obj() for i in range(MANY)]  # never fit
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
+    app = create_app(config_of(requeue={"nudge": True, "qps": 1000}), source=cluster, clock=FakeClock(),
+                     background=False)
+    engine, nudger = app.extensions["kube_extender"].engine, app.extensions["kube_extender"].nudger
+    for i in range(MANY):
+        if i == first:
+            for act in between:
+                act(cluster, engine)
+        assert not engine.filter(cluster.get_pod("default", f"p{i}"), ["n1"]).feasible
+    assert len(engine.rejections()) == MANY
+    assert {p for r in engine.rejections() for p in r.plugins} == {"NodeResources"}
+    for i in range(200):
+        cluster.add_pod(make_pod(f"cpu{i}").uid(f"c{i}").obj())  # Pod/Add: NodeResources did not register it
+    calls = []
+    for fw in engine.frameworks.values():
+        monkeypatch.setattr(fw, "wakes", lambda *args, _real=fw.wakes: calls.append(args) or _real(*args))
+    assert sorted(k.split("/")[1] for k in nudger.run_once()) == sorted(expected)
+    assert calls == [], "a plugin without a queueing hint is decided by the latest change of each event"
+    assert nudged(cluster) == sorted(expected)
+
+
+def test_a_replica_that_was_not_leading_skips_the_changes_of_that_time() -> None:
+    engine, nudger, cluster, _ = setup()
+    cluster.delete_pod("default", "running")  # would wake p0, but happens while not leading
+    answers = iter([False, True])
+
+    def leading() -> bool:
+        answer = next(answers, None)
+        if answer is None:
+            nudger.stop()
+            return False
+        return answer
+
+    nudger.run_forever(leading, period=0.0)
+    assert nudged(cluster) == [] and [r.pod.name for r in engine.rejections()] == ["p0"]
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"], "changes after it leads again count"

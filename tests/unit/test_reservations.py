@@ -94,3 +94,50 @@ def test_unclaimed_slots_do_not_count_against_the_pods_they_are_for(clock: FakeC
     r.claim("g", "u-m1")
     assert len(r.held_on("n1", pod("m2"))) == 1, "m1's claimed slot still counts against m2"
     assert len(r.held_on("n1", pod("x"))) == 2, "both count against a pod of another group"
+
+
+def test_held_on_never_waits_for_the_lock(held: Reservations) -> None:
+    """The engine reads slots inside the cache's atomic assume while a planner may hold the
+    reservations lock and wait for the cache: reading must not take the lock (no deadlock)."""
+    import threading
+    holding, done = threading.Event(), threading.Event()
+
+    def planner() -> None:
+        with held.lock:
+            holding.set()
+            done.wait(10)
+
+    t = threading.Thread(target=planner)
+    t.start()
+    holding.wait(5)
+    try:
+        result: list[int] = []
+        reader = threading.Thread(target=lambda: result.append(len(held.held_on("n1", pod("x")))))
+        reader.start()
+        reader.join(5)
+        assert result == [2], "held_on blocked on the reservations lock"
+    finally:
+        done.set()
+        t.join()
+
+
+def test_releases_are_reported_with_their_nodes(clock: FakeClock) -> None:
+    freed: list[set[str]] = []
+    r = Reservations(clock, on_release=freed.append)
+    r.place("g", 0, [("n1", pod("m0")), ("n2", pod("m0"))], ttl=5.0)
+    r.consume("g", "u-m0", "n1")
+    assert freed == [], "a consumed slot is not freed capacity: its pod holds it now"
+    r.release("g")
+    r.place("h", 0, [("n3", pod("m0"))], ttl=5.0)
+    clock.advance(6)
+    r.nodes()
+    assert freed == [{"n2"}, {"n3"}]
+
+
+def test_claims_prefer_the_slot_planned_for_the_pod_then_one_of_its_size(clock: FakeClock) -> None:
+    r = Reservations(clock)
+    big, small = pod("big", gpus=2), pod("small", gpus=1)
+    r.place("g", 0, [("n1", big), ("n2", small)], ttl=5.0)
+    assert r.claim("g", "u-small") == "n2", "its own planned slot"
+    assert r.claim("g", "u-other", requests=pod("other", gpus=1).requests) is None, "no free slot of its size"
+    assert r.claim("g", "u-other2", requests=pod("other2", gpus=2).requests) == "n1"

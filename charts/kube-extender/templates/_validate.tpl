@@ -44,6 +44,9 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- if le $timeout 0.0 -}}
 {{- fail "config.extender.httpTimeout must be positive (kube-scheduler treats 0 as 5s; say 5s)" -}}
 {{- end -}}
+{{- if and $f.gang $c.extender.ignorable -}}
+{{- fail "features.gang=true needs config.extender.ignorable=false: kube-scheduler binds a pod itself when an ignorable extender's bind fails, so a group denied in Permit would be bound in part" -}}
+{{- end -}}
 {{- if $f.gang -}}
 {{- range $key := list "permitTimeout" "backoff" "reservationTimeout" -}}
 {{- if le (float64 (include "kube-extender.seconds" (get $v.gang $key))) 0.0 -}}
