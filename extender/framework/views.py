@@ -135,23 +135,14 @@ class NodeInfo:
         return NodeInfo(self.name, node, MappingProxyType(dict(allocatable)), self.requested, self.pods, generation)
 
     def with_pod(self, pod: PodInfo, generation: int) -> NodeInfo:
-        pods = dict(self.pods)
-        previous = pods.get(pod.uid)
-        pods[pod.uid] = pod
-        requested = dict(self.requested)
-        if previous is not None:
-            for k, v in previous.requests.items():
-                requested[k] = requested.get(k, 0) - v
-        for k, v in pod.requests.items():
-            requested[k] = requested.get(k, 0) + v
-        return NodeInfo(self.name, self.node, self.allocatable, MappingProxyType(requested),
-                        MappingProxyType(pods), generation)
+        """This node with ``pod`` accounted (a pod with the same uid is replaced, its requests
+        leave), at ``generation``."""
+        return self.with_pods((pod,), generation)
 
     def with_pods(self, pods: Iterable[PodInfo], generation: int) -> NodeInfo:
         """This node with ``pods`` accounted, in order: the same pods and requests as calling
-        ``with_pod`` for each in turn (a pod whose uid is already there replaces it, the old one's
-        requests leave), with ``generation``, but copying the pod and request maps once. No pods:
-        this NodeInfo itself (as no ``with_pod`` call), generation unchanged."""
+        ``with_pod`` for each in turn, with ``generation``, but copying the pod and request maps
+        once. No pods: this NodeInfo itself, generation unchanged."""
         adding = tuple(pods)
         if not adding:
             return self

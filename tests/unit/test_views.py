@@ -1,4 +1,4 @@
-"""NodeInfo.with_pods: many pods accounted with one copy, exactly as with_pod one at a time."""
+"""NodeInfo.with_pods: many pods accounted with one copy, as with_pod one at a time would."""
 
 from __future__ import annotations
 
@@ -28,12 +28,18 @@ BASE = NodeInfo("n1", {"metadata": {"name": "n1"}}, MappingProxyType({"gpu": 800
     pytest.param([pod("x", other=5), pod("b", gpu=2000)], id="a resource the node does not offer"),
 ])
 def test_with_pods_is_with_pod_one_at_a_time(adding: list[PodInfo]) -> None:
-    expected = reduce(lambda info, p: info.with_pod(p, -1), adding, BASE)
+    pods = dict(BASE.pods)  # an independent model: the last pod per uid counts, requests are their sum
+    for p in adding:
+        pods[p.uid] = p
+    requested: dict[str, int] = {}
+    for p in pods.values():
+        for k, v in p.requests.items():
+            requested[k] = requested.get(k, 0) + v
     got = BASE.with_pods(adding, -1)
     assert (got.name, got.node, got.allocatable, got.generation) == (BASE.name, BASE.node, BASE.allocatable, -1)
-    assert dict(got.requested) == dict(expected.requested)
-    assert list(got.pods.items()) == list(expected.pods.items())
-    assert got == expected
+    assert {k: v for k, v in got.requested.items() if v} == {k: v for k, v in requested.items() if v}
+    assert list(got.pods.items()) == list(pods.items())
+    assert got == reduce(lambda info, p: info.with_pod(p, -1), adding, BASE)
     assert dict(BASE.requested) == {"gpu": 3000, "mem": 8} and sorted(BASE.pods) == ["a", "b"], "BASE unchanged"
 
 
