@@ -285,3 +285,17 @@ def test_a_released_reservation_is_an_event_that_nudges_pods_it_kept_out() -> No
     assert nudger.run_once() == []
     assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")  # times out: the plan is released
     assert nudger.run_once() == ["default/low"]
+
+
+def test_admission_counts_capacity_reserved_for_a_group_as_taken() -> None:
+    gated = make_pod("gated").uid("u-gated").req(gpu=1).obj()
+    gated["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2) + [gated]))
+    config = config_of(profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}])
+    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    assert filter_pod(state.engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    result = state.admitter.run_once()
+    assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/gated"]
+    state.engine.handle.reservations.release("pod-group/default/a")
+    assert state.admitter.run_once().admitted == ["default/gated"], "the release is an event the hint sees"
