@@ -58,9 +58,10 @@ class EngineHandle:
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:
             return p.namespace == namespace and all(p.labels.get(k) == v for k, v in labels.items())
-        if labels:  # through the cache's index of the first label
-            key, value = next(iter(labels.items()))
-            return [p for p in self.cache.pods_labelled(namespace, key, value) if match(p)]
+        if labels:  # through the cache's index of the first label (which it checks)
+            (key, value), *rest = labels.items()
+            labelled = self.cache.pods_labelled(namespace, key, value)
+            return [p for p in labelled if match(p)] if rest else labelled
         found = {p.uid: p for p in self.cache.accounted_pods() if match(p)}
         for p in self.cache.pending_pods():
             if match(p):

@@ -21,13 +21,23 @@ def group_of(labels: Mapping[str, str]) -> str | None:
     return name or None
 
 
-def min_member(annotations: Iterable[Mapping[str, str]], key: str) -> int | None:
-    """The first valid positive integer among the members' ``key`` annotations."""
-    for ann in annotations:
-        text = ann.get(key)
-        if text is not None and text.strip().isdigit() and int(text) > 0:
-            return int(text)
+def size_of(annotations: Mapping[str, str], key: str) -> int | None:
+    """The group size a member's ``key`` annotation states: a positive integer, else None."""
+    text = annotations.get(key)
+    if text is not None and text.strip().isdigit() and int(text) > 0:
+        return int(text)
     return None
+
+
+def min_member(members: Iterable[tuple[tuple[str, str], Mapping[str, str]]], key: str) -> int | None:
+    """The size stated by the oldest member that states one: ``members`` are (age key - e.g.
+    (creationTimestamp, uid) - , annotations) pairs in any order; None when none states it."""
+    best: tuple[tuple[str, str], int] | None = None
+    for age, annotations in members:
+        size = size_of(annotations, key)
+        if size is not None and (best is None or age < best[0]):
+            best = (age, size)
+    return best[1] if best is not None else None
 
 
 def ready(arrived: int, placed: int, needed: int) -> bool:

@@ -73,13 +73,13 @@ class Gang:
         return self.handle.find_pods(group[0], {logic.GROUP_LABEL: group[1]})
 
     def _needed(self, group: Group, pod: PodInfo, members: list[PodInfo]) -> int | None:
-        """minMember: the PodGroup's, else the annotation of the oldest member that states it
-        (the pod asked about when no member does); None when neither says."""
+        """minMember: the PodGroup's, else the annotation of the oldest member (the pod asked about
+        included) that states one; None when neither says."""
         spec = self.handle.pod_group(*group)
         if spec is not None:
             return spec.min_member
-        oldest = sorted(members, key=lambda m: (m.creation_timestamp, m.uid))
-        return logic.min_member((m.annotations for m in (*oldest, pod)), self.min_key)
+        return logic.min_member((((m.creation_timestamp, m.uid), m.annotations) for m in (*members, pod)),
+                                self.min_key)
 
     def _undefined(self, group: Group) -> Status:
         return Status.unresolvable(f"pod group {group[1]} is not defined: create PodGroup {group[1]} "

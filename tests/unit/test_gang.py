@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 
@@ -299,3 +300,16 @@ def test_admission_counts_capacity_reserved_for_a_group_as_taken() -> None:
     assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/gated"]
     state.engine.handle.reservations.release("pod-group/default/a")
     assert state.admitter.run_once().admitted == ["default/gated"], "the release is an event the hint sees"
+
+
+@pytest.mark.parametrize("members, size", [
+    ([], None),
+    ([(("t1", "a"), {})], None),
+    ([(("t1", "a"), {"k": "0"}), (("t2", "b"), {"k": "x"}), (("t3", "c"), {"k": "-2"})], None),
+    ([(("t2", "b"), {"k": "8"}), (("t1", "a"), {"k": "4"})], 4),   # the oldest that states one, in any order
+    ([(("t1", "a"), {"k": "bad"}), (("t2", "b"), {"k": " 6 "})], 6),
+    ([(("t1", "b"), {"k": "3"}), (("t1", "a"), {"k": "5"})], 5),    # same age: by uid
+])
+def test_min_member_is_stated_by_the_oldest_member(members: list[Any], size: int | None) -> None:
+    from policies.gang import logic
+    assert logic.min_member(members, "k") == size
