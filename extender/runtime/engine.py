@@ -353,11 +353,11 @@ class Engine:
         pod = self.pod_info(raw_pod)
         fw = self.framework_for(pod)
         snapshot = self.cache.snapshot()
-        nodes = [info for info in map(snapshot.get, node_names) if info is not None]
+        nodes = list(filter(None, map(snapshot.getter(), node_names)))
         scores, st = fw.run_score(CycleState(), pod, nodes)
         if not st.ok:
             raise EngineError(st.message)
-        return [(name, scores.get(name, 0)) for name in node_names]
+        return list(zip(node_names, map(scores.get, node_names, itertools.repeat(0))))
 
     # ---- preempt ----------------------------------------------------------------------------
 
