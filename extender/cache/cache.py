@@ -250,12 +250,13 @@ class ClusterCache:
                 self._assumed.pop(info.uid, None)
                 self._release(state.info)
             return
-        self._unnominate(info.uid)
+        held_on = self._unnominate(info.uid, keep=info.nominated_node_name if not info.node_name
+                                   and not info.deleting else "")
         if not info.node_name:
             self._pending[info.key] = info
-            if info.nominated_node_name and not info.deleting:
-                self._nominated.setdefault(info.nominated_node_name, {})[info.uid] = info
-                self._nominee_node[info.uid] = info.nominated_node_name
+            if held_on:
+                self._nominated.setdefault(held_on, {})[info.uid] = info
+                self._nominee_node[info.uid] = held_on
             if state is None or state.ledger:
                 self._follow_ledger(info, state)
             return
@@ -318,13 +319,19 @@ class ClusterCache:
                         seen.append(labels)
                     self._reindex(u, namespace, key, seen)
 
-    def _unnominate(self, uid: str) -> None:
+    def _unnominate(self, uid: str, keep: str = "") -> str:
+        """Drop the pod's nomination (lock held) and return ``keep``, the node it is nominated to
+        from now on ("" for none). A nomination that ends or moves released held capacity: that
+        is recorded as ALLOCATION_RELEASED on the old node."""
         node = self._nominee_node.pop(uid, None)
         if node is not None:
             pods = self._nominated.get(node, {})
-            pods.pop(uid, None)
+            gone = pods.pop(uid, None)
             if not pods:
                 self._nominated.pop(node, None)
+            if node != keep and gone is not None and gone.requests:
+                self._record(ClusterEvent.ALLOCATION_RELEASED, gone.key, node)
+        return keep
 
     def nominated(self, node_name: str) -> list[PodInfo]:
         """Pending pods nominated to ``node_name`` (capacity kube-scheduler and the extender hold

@@ -149,6 +149,13 @@ class Handle(Protocol):
         with victims removed), counting capacity held for nominated pods of equal or higher
         priority: what preemption uses to ask "would it fit then?"."""
 
+    def with_held(self, node: NodeInfo, pod: PodInfo) -> NodeInfo:
+        """``node`` plus the capacity held on it against ``pod``: pods nominated to it of equal or
+        higher priority and reservation slots that count against ``pod`` (what Filter sees)."""
+
+    def held_nodes(self) -> set[str]:
+        """The nodes where ``with_held`` may add something."""
+
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         """Pods the extender follows (pending, assumed or bound) in ``namespace`` carrying all of
         ``labels``."""

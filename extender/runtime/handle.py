@@ -49,11 +49,20 @@ class EngineHandle:
             self.reservations = Reservations(self.clock, on_release=lambda nodes: self.cache.note_released(nodes))
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Filters on ``node`` with the capacity held for nominated pods of equal or higher
-        priority counted, as kube-scheduler's preemption simulation does."""
+        """Filters on ``node`` with the capacity held against ``pod`` counted (``with_held``), as
+        kube-scheduler's preemption simulation does for nominated pods."""
+        return self._engine().framework_for(pod).run_filter_node(state, pod, self._engine().with_held(node, pod))
+
+    def with_held(self, node: NodeInfo, pod: PodInfo) -> NodeInfo:
+        return self._engine().with_held(node, pod)
+
+    def held_nodes(self) -> set[str]:
+        return self._engine().held_nodes()
+
+    def _engine(self) -> Engine:
         if self.engine is None:
             raise RuntimeError("the engine is not built yet")
-        return self.engine.framework_for(pod).run_filter_node(state, pod, self.engine.with_held(node, pod))
+        return self.engine
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:

@@ -109,16 +109,16 @@ class NodeResources:
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """Admission (for pods carrying the extender's gate): only once some node has enough of
-        every managed resource free - capacity reserved for pod groups of equal or higher
-        priority counted as taken - so kube-scheduler is not asked to try pods that fit nowhere."""
+        every managed resource free - counting what is held against the pod there, as Filter
+        does (nominations, pod group reservations) - so kube-scheduler is not asked to try pods
+        that fit nowhere."""
         if not pod.requests:
             return Status()
-        reserved = self.handle.reservations.nodes()
+        held = self.handle.held_nodes()
         for node in self.handle.snapshot():
-            requested = node.requested
-            if node.name in reserved:
-                requested = node.with_pods(self.handle.reservations.held_on(node.name, pod), -1).requested
-            if logic.check_fit(pod.requests, node.allocatable, requested) is None:
+            if node.name in held:
+                node = self.handle.with_held(node, pod)
+            if logic.check_fit(pod.requests, node.allocatable, node.requested) is None:
                 return Status()
         return Status.unschedulable(f"no node has enough free {', '.join(sorted(pod.requests))}")
 

@@ -116,3 +116,13 @@ def test_a_full_pass_evaluates_everyone() -> None:
     admitter.run_once()
     assert admitter.run_once().evaluated == 0
     assert admitter.run_once(full=True).evaluated == 2
+
+
+def test_capacity_held_for_a_nominated_pod_of_higher_priority_is_not_admitted_to_others() -> None:
+    nominee = make_pod("nominee").uid("u-nominee").req(gpu=4).priority(100).obj()
+    nominee["status"]["nominatedNodeName"] = "n1"
+    admitter, cluster = setup([gated("low", 1, 0, "2026-01-01T00:00:00Z"), nominee])
+    result = admitter.run_once()
+    assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/low"]
+    cluster.delete_pod("default", "nominee")
+    assert admitter.run_once().admitted == ["default/low"]
