@@ -233,8 +233,9 @@ class Engine:
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             found = list(map(get, node_names))
-            known = list(filter(None, found))
-            if allowed is None and own_node is None and not held and len(known) == len(found):
+            simple = allowed is None and own_node is None and not held
+            known = list(filter(None, found)) if simple else []
+            if simple and len(known) == len(found):
                 candidates = known  # the common case: every name known, nothing to adjust
             else:
                 for name, info in zip(node_names, found):

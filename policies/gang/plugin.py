@@ -238,13 +238,14 @@ class Gang:
         with self._lock:
             allowed = self._allowed.get(group, set()) - bound
             placed = len((bound | allowed) - held)
-            if logic.ready(len(waiting) + 1, placed, needed):
+            go = logic.ready(len(waiting) + 1, placed, needed)
+            if go:
                 self._allowed[group] = allowed | held
             elif allowed:
                 self._allowed[group] = allowed
             else:
                 self._allowed.pop(group, None)
-        if logic.ready(len(waiting) + 1, placed, needed):
+        if go:
             self.reservations.release(self._owner(group))
             for wp in waiting:
                 wp.allow(NAME)

@@ -93,15 +93,24 @@ def test_admission_waits_until_the_group_is_complete() -> None:
 
 # ---- placement planned at the first member -------------------------------------------------------
 
+def gang_state(nodes: dict[str, int], pods: list[dict], *, clock: Any = None, http_timeout: str = "5s",
+               pod_groups: list[dict] | None = None, config: dict[str, Any] | None = None,
+               **gang_args: str) -> tuple[Any, MemoryCluster]:
+    """The app state (engine, admitter, nudger) over nodes (name -> GPUs) with Gang and
+    NodeResources; ``http_timeout`` "2s" gives a Permit budget of 1 s."""
+    cluster = MemoryCluster(cluster_objects([make_node(n).alloc(gpu=g).obj() for n, g in nodes.items()], pods,
+                                            pod_groups=pod_groups))
+    cfg = config_of(extender={"httpTimeout": http_timeout}, **(config or {}),
+                    profiles=[{"schedulerName": "default-scheduler",
+                               "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
+                               "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s", **gang_args}}]}])
+    return create_app(cfg, source=cluster, clock=clock, background=False).extensions["kube_extender"], cluster
+
+
 def planned(nodes: dict[str, int], pods: list[dict], clock: Any = None, **gang_args: str) -> tuple[Any, MemoryCluster]:
     """An engine over nodes (name -> GPUs) with Gang and NodeResources."""
-    cluster = MemoryCluster(cluster_objects([make_node(n).alloc(gpu=g).obj() for n, g in nodes.items()], pods))
-    config = config_of(extender={"httpTimeout": "5s"},
-                       profiles=[{"schedulerName": "default-scheduler",
-                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
-                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s", **gang_args}}]}])
-    app = create_app(config, source=cluster, clock=clock, background=False)
-    return app.extensions["kube_extender"].engine, cluster
+    state, cluster = gang_state(nodes, pods, clock=clock, **gang_args)
+    return state.engine, cluster
 
 
 def group_of(prefix: str, size: int, gpus: int = 1, group: str | None = None) -> list[dict[str, Any]]:
@@ -178,13 +187,8 @@ def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
 
 
 def test_a_timed_out_group_releases_its_reservation() -> None:
-    pods = group_of("a", 3) + group_of("b", 3)
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
-    config = config_of(extender={"httpTimeout": "2s"},  # Permit budget 1 s
-                       profiles=[{"schedulerName": "default-scheduler",
-                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
-                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
-    engine = create_app(config, source=cluster, background=False).extensions["kube_extender"].engine
+    state, cluster = gang_state({"n1": 4}, group_of("a", 3) + group_of("b", 3), http_timeout="2s")
+    engine = state.engine
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
     assert not filter_pod(engine, cluster, "b0", ["n1"]).feasible
     assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")
@@ -211,13 +215,7 @@ def test_a_slot_claimed_by_a_deleted_member_goes_to_its_replacement() -> None:
 
 
 def test_a_member_rejected_during_the_back_off_is_touched_when_it_ends() -> None:
-    pods = group_of("a", 3)
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
-    config = config_of(extender={"httpTimeout": "2s"},  # Permit budget 1 s
-                       profiles=[{"schedulerName": "default-scheduler",
-                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
-                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s", "backoff": "1s"}}]}])
-    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    state, cluster = gang_state({"n1": 4}, group_of("a", 3), http_timeout="2s", backoff="1s")
     engine, nudger = state.engine, state.nudger
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
     assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")
@@ -233,12 +231,8 @@ def test_a_member_rejected_during_the_back_off_is_touched_when_it_ends() -> None
 def test_members_waiting_when_their_pod_group_disappears_are_denied_not_let_go() -> None:
     from builders import make_pod_group
     pods = [make_pod(f"m{i}").uid(f"u-m{i}").req(gpu=1).labels(**{GROUP: "g"}).obj() for i in range(3)]
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=8).obj()], pods,
-                                            pod_groups=[make_pod_group("g").min_member(4).obj()]))
-    engine = create_app(config_of(extender={"httpTimeout": "5s"},
-                                  profiles=[{"schedulerName": "default-scheduler",
-                                             "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}]),
-                        source=cluster, background=False).extensions["kube_extender"].engine
+    state, cluster = gang_state({"n1": 8}, pods, pod_groups=[make_pod_group("g").min_member(4).obj()])
+    engine = state.engine
     results: dict[str, str] = {}
     threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", "n1")))
                for n in ("m0", "m1")]
@@ -275,11 +269,7 @@ def test_a_member_whose_planned_capacity_was_taken_gets_a_new_plan() -> None:
 
 def test_a_released_reservation_is_an_event_that_nudges_pods_it_kept_out() -> None:
     low = make_pod("low").uid("u-low").req(gpu=1).obj()
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2) + [low]))
-    config = config_of(extender={"httpTimeout": "2s"}, requeue={"nudge": True},
-                       profiles=[{"schedulerName": "default-scheduler",
-                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}])
-    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    state, cluster = gang_state({"n1": 2}, group_of("a", 2) + [low], http_timeout="2s", config={"requeue": {"nudge": True}})
     engine, nudger = state.engine, state.nudger
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
     assert filter_pod(engine, cluster, "low", ["n1"]).failed == {"n1": "Insufficient example.com/gpu"}
@@ -291,10 +281,7 @@ def test_a_released_reservation_is_an_event_that_nudges_pods_it_kept_out() -> No
 def test_admission_counts_capacity_reserved_for_a_group_as_taken() -> None:
     gated = make_pod("gated").uid("u-gated").req(gpu=1).obj()
     gated["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2) + [gated]))
-    config = config_of(profiles=[{"schedulerName": "default-scheduler",
-                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}])
-    state = create_app(config, source=cluster, background=False).extensions["kube_extender"]
+    state, cluster = gang_state({"n1": 2}, group_of("a", 2) + [gated])
     assert filter_pod(state.engine, cluster, "a0", ["n1"]).feasible == ["n1"]
     result = state.admitter.run_once()
     assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/gated"]
