@@ -12,6 +12,7 @@ are read and answered straight off the socket, every other request by gunicorn a
 
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import Any, Callable
 
@@ -21,6 +22,21 @@ from gunicorn.app.base import BaseApplication
 
 WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
 """gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
+
+
+def give_logging_a_plain_lock(server: Any, worker: Any) -> None:
+    """gunicorn's ``worker_exit`` hook, last thing in the worker process.
+
+    gevent's monkey-patching gives the logging module a lock that asks gevent which greenlet is
+    running. When the process exits, Python clears gevent's modules before logging's and only then
+    drops the remaining logging handlers, whose clean-up (``logging._removeHandlerRef``) takes that
+    lock: gevent's functions are gone by then, and every shutdown printed a ``TypeError``
+    traceback. The worker has stopped serving here and nothing runs concurrently any more, so
+    logging gets back the kind of lock it had before the patch (the one gevent replaced)."""
+    from gevent import monkey
+
+    if monkey.is_module_patched("threading"):
+        logging._lock = monkey.get_original("_thread", "RLock")()  # type: ignore[attr-defined]
 
 
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
@@ -46,6 +62,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
+            "worker_exit": give_logging_a_plain_lock,
             **tls,
             **(extra or {}),
         }

@@ -8,6 +8,11 @@ write. PodGroups (``scheduling.x-k8s.io``) are delivered like PodDisruptionBudge
 added, replaced and deleted directly (``add_pod_group``, ``delete_pod_group``). Every change is
 delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
 ``bind`` returns. Stored objects are never mutated: each write stores a copy.
+
+An object a sink refuses as malformed (a bad quantity, a status that is not an object) is
+skipped - logged and counted in ``skipped`` and, given ``metrics``, in
+``kube_extender_skipped_objects_total{kind}`` as the Kubernetes source counts it - and the rest
+is served.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from extender.cluster.objects import load_file, load_objects
 from extender.framework.disruption import selector_matches
 from extender.framework.handle import WriteError
 from extender.framework.views import TERMINAL_PHASES, pod_key
+from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +41,10 @@ def _key_of(obj: Mapping[str, Any]) -> str:
 
 
 class MemoryCluster:
-    def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None) -> None:
+    def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None, *,
+                 metrics: Metrics | None = None) -> None:
         objects = objects or {}
+        self.metrics = metrics
         self._lock = threading.RLock()
         self._rv = 0
         self._nodes: dict[str, dict[str, Any]] = {}
@@ -104,9 +112,12 @@ class MemoryCluster:
     def _deliver(self, fn: Any, obj: Any, kind: str) -> None:
         try:
             fn(obj)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self.skipped += 1
-            log.warning("skipping malformed object", extra={"kind": kind, "object": _key_of(obj), "error": str(exc)})
+            if self.metrics is not None:
+                self.metrics.skipped.labels(kind=kind).inc()
+            name = _key_of(obj) if kind != "node" else str((obj.get("metadata") or {}).get("name"))
+            log.warning("skipping malformed object", extra={"kind": kind, "object": name, "error": str(exc)})
 
     def _publish_pod(self, pod: dict[str, Any]) -> None:
         for sink in list(self._sinks):
