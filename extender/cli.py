@@ -177,7 +177,8 @@ def sim_wiring() -> sim_cli.Wiring:
     from extender.app import create_app
 
     def load_cluster(path: str | None) -> MemoryCluster:
-        return MemoryCluster.from_file(path) if path else MemoryCluster.demo()
+        # every Event is kept: the report tells the extender's evictions by them
+        return MemoryCluster.from_file(path, event_log=None) if path else MemoryCluster.demo(event_log=None)
 
     return sim_cli.Wiring(load_config=load_checked, create_app=create_app, scheduler_entry=scheduler_entry,
                           load_cluster=load_cluster, background=_background_passes,

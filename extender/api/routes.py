@@ -276,7 +276,8 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             capacity = plugin.node_capacity(info)
             if capacity is not None:
                 totals.update(capacity.resources)
-                devices.append({"plugin": plugin.name, "source": capacity.source, "devices": list(capacity.devices)})
+                devices.append({"plugin": plugin.name, "source": capacity.source,
+                                "resources": sorted(capacity.resources), "devices": list(capacity.devices)})
         view: dict[str, Any] = {
             "name": info.name,
             "allocatable": {r: format_milli(t) for r, (t, _) in totals.items()},

@@ -42,7 +42,9 @@ def _key_of(obj: Mapping[str, Any]) -> str:
 
 class MemoryCluster:
     def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None, *,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, event_log: int | None = 2000) -> None:
+        """``event_log``: how many recorded Events ``events`` keeps (None: all, as a simulation
+        whose report reads them needs; a long-running served cluster keeps the latest)."""
         objects = objects or {}
         self.metrics = metrics
         self._lock = threading.RLock()
@@ -52,7 +54,7 @@ class MemoryCluster:
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
-        self.events: deque[dict[str, Any]] = deque(maxlen=2000)
+        self.events: deque[dict[str, Any]] = deque(maxlen=event_log)
         self.skipped = 0
         # The cluster takes ownership of the given objects (no copy: a 5,000-node file is big);
         # from then on, every write stores a fresh copy.
@@ -70,18 +72,18 @@ class MemoryCluster:
     # ---- construction -----------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | Path) -> MemoryCluster:
-        return cls(load_file(path))
+    def from_file(cls, path: str | Path, **options: Any) -> MemoryCluster:
+        return cls(load_file(path), **options)
 
     @classmethod
-    def from_text(cls, text: str, origin: str = "<cluster>") -> MemoryCluster:
-        return cls(load_objects(text, origin))
+    def from_text(cls, text: str, origin: str = "<cluster>", **options: Any) -> MemoryCluster:
+        return cls(load_objects(text, origin), **options)
 
     @classmethod
-    def demo(cls) -> MemoryCluster:
+    def demo(cls, **options: Any) -> MemoryCluster:
         """The embedded demo cluster shipped in the package."""
         text = importlib_resources.files("extender.cluster").joinpath("data/demo-cluster.yaml").read_text()
-        return cls.from_text(text, "demo-cluster.yaml")
+        return cls.from_text(text, "demo-cluster.yaml", **options)
 
     def _stamp(self, obj: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:
         """``obj`` (a private copy unless ``copy`` is False) with the next resourceVersion."""
@@ -305,7 +307,13 @@ class MemoryCluster:
             self._pods[pod_key(namespace, name)] = stored
             self._publish_pod(stored)
 
-    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+                     related: Mapping[str, Any] | None = None) -> None:
         meta = obj.get("metadata") or {}
-        self.events.append({"object": f"{meta.get('namespace', '')}/{meta.get('name', '')}", "type": type_,
-                            "reason": reason, "message": message})
+        event = {"object": f"{meta.get('namespace', '')}/{meta.get('name', '')}", "uid": meta.get("uid", ""),
+                 "type": type_, "reason": reason, "message": message}
+        if related is not None:
+            other = related.get("metadata") or {}
+            event["related"] = {"object": f"{other.get('namespace') or 'default'}/{other.get('name', '')}",
+                                "uid": other.get("uid", "")}
+        self.events.append(event)

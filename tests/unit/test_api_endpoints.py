@@ -565,6 +565,7 @@ def test_debug_snapshot_shows_devices_per_device_and_per_node(make_app: Callable
     assert view["free"] == {mem: "40960", compute: "170", count: "1"}
     (devices,) = view["devices"]
     assert (devices["plugin"], devices["source"]) == ("DeviceShare", "gpu-feature-discovery")
+    assert devices["resources"] == sorted([mem, compute, count])
     assert [(d["id"], d["memoryMiB"], d["compute"], d["pods"]) for d in devices["devices"]] == [
         (0, {"used": 8192, "total": 24576}, {"used": 30, "total": 100}, ["default/infer"]),
         (1, {"used": 0, "total": 24576}, {"used": 0, "total": 100}, [])]
