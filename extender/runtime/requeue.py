@@ -2,7 +2,7 @@
 
 kube-scheduler retries a pod the extender rejected only after a cluster event (1.30+: any event;
 1.29: only events relevant to its own plugins that also rejected the pod, else the 5-minute
-flush; spec section 7). Two cases need help, and the Nudger gives it by *touching* the pod - the
+flush). Two cases need help, and the Nudger gives it by *touching* the pod - the
 annotation ``<prefix>nudged-at`` - an update every version treats as a reason to retry:
 
 * **Timed wake-ups** (always on): a plugin whose rejection ends with time rather than with an
