@@ -38,7 +38,9 @@ def test_nothing_refers_outside_the_repository() -> None:
 
 @pytest.mark.parametrize("document", [p.relative_to(REPO).as_posix() for p in
                                       [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")),
-                                       *sorted((REPO / "charts").rglob("README.md"))]])
+                                       *sorted((REPO / "charts").rglob("README.md")),
+                                       *sorted((REPO / "policies").rglob("README.md")),
+                                       *sorted((REPO / "benchmarks").glob("*.md"))]])
 def test_every_relative_link_leads_to_a_file_in_the_repository(document: str) -> None:
     path = REPO / document
     broken = []
