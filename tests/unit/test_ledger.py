@@ -72,6 +72,24 @@ def test_restart_between_annotation_and_binding_allocates_nothing_twice(cluster:
     assert gpu_used(app) == 3000
 
 
+@pytest.mark.parametrize("node", ["n2", "nowhere"], ids=["a node that does not fit", "an unknown node"])
+def test_a_refused_bind_elsewhere_keeps_a_previous_leaders_reservation(node: str) -> None:
+    """p's allocation on n1 was written by a previous leader whose Binding may still be in
+    flight; a bind of p to another node that is refused must not give n1's capacity away."""
+    clock = FakeClock()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+                                            [make_pod("p").uid("u1").req(gpu=3).obj(),
+                                             make_pod("q").uid("u2").req(gpu=2).obj()]))
+    cluster.patch_pod_metadata("default", "p", annotations={
+        KEY: ledger.encode(ledger.Allocation("n1", {GPU: 3000}, 1, clock.now()))})
+    app = app_over(cluster, clock)
+    engine = app.extensions["kube_extender"].engine
+    assert engine.bind("default", "p", "u1", node) != ""
+    assert gpu_used(app) == 3000, "the reservation on n1 is still held"
+    assert engine.bind("default", "q", "u2", "n1") != "", "q must not get the capacity p's Binding may still need"
+    assert cluster.get_pod("default", "q")["spec"].get("nodeName") is None
+
+
 def test_orphan_is_released_and_its_annotation_removed_after_the_ttl(cluster: MemoryCluster) -> None:
     clock = FakeClock()
     cluster.patch_pod_metadata("default", "p", annotations={
