@@ -395,21 +395,31 @@ class Framework:
                 log.exception("unreserve failed", extra={"plugin": p.name, "pod": pod.key})
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """SUCCESS (all approve), a rejection (one denied), or WAIT (the pod is now in the waiting
-        room; call ``wait_on_permit``)."""
+        """SUCCESS (all approve), a rejection (one denied), or WAIT (call ``wait_on_permit``).
+        The pod is in the waiting room while its plugins decide (see ``runtime.waiting_pods``):
+        plugins that count the pods in Permit see it, and may allow it before it waits."""
+        wp = WaitingPod(pod, node_name, self.handle.clock)
+        self.waiting_pods.add(wp)
         timeouts: dict[str, float] = {}
+        st = Status()
         for p in self.permit_plugins:
             try:
                 st, timeout = p.permit(state, pod, node_name)
             except Exception as exc:  # noqa: BLE001
-                return _crash(p.name, "Permit", exc)
+                st = _crash(p.name, "Permit", exc)
             if st.code is Code.WAIT:
                 timeouts[p.name] = max(0.0, float(timeout))
+                st = Status()
             elif not st.ok:
-                return st.with_plugin(p.name)
-        if not timeouts:
-            return Status()
-        self.waiting_pods.add(WaitingPod(pod, node_name, timeouts, self.handle.clock))
+                st = st.with_plugin(p.name)
+                break
+        if not st.ok:
+            self.waiting_pods.remove(pod.uid)
+            return st
+        final = wp.settle(timeouts)
+        if final is not None:  # no plugin asked it to wait, or others decided meanwhile
+            self.waiting_pods.remove(pod.uid)
+            return final
         return Status(Code.WAIT, ("waiting in Permit",), plugin=", ".join(sorted(timeouts)))
 
     def wait_on_permit(self, pod: PodInfo) -> Status:
