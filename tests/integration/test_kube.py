@@ -177,7 +177,7 @@ def test_restart_in_the_middle_of_binds_allocates_nothing_twice_and_leaks_nothin
             results[f"p{i}"] = first.engine.bind("default", f"p{i}", uid(api, f"p{i}"), "n1")
         # the process dies after writing p3's allocation, before its Binding (so it cannot withdraw it)
         api.disconnect_next("POST", r"/pods/p3/binding$")
-        first.engine._withdraw_allocation = lambda pod: None  # type: ignore[method-assign]
+        first.engine._withdraw_annotations = lambda pod, keys: None  # type: ignore[method-assign]
         results["p3"] = first.engine.bind("default", "p3", uid(api, "p3"), "n1")
     finally:
         first.stop()
