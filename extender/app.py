@@ -165,7 +165,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     cache.on_synced(_freeze_heap)
     source.start(cache)
     if config.admission.enabled:
-        admitter = Admitter(engine, config.admission.gate, config.admission.strategy)
+        admitter = Admitter(engine, config.admission.gate, config.admission.strategy, config.admission.hold_timeout)
         app.extensions["kube_extender"].admitter = admitter
         if background:
             threading.Thread(target=admitter.run_forever,

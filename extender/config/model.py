@@ -45,6 +45,7 @@ Example (every key optional; these are the defaults)::
       strategy: BestEffortFIFO         # or StrictFIFO: the head blocks those behind it wanting the same resources
       interval: 1s                     # a pass runs after cluster changes, at most this often
       resync: 60s                      # every gated pod is re-evaluated at least this often, events or not
+      holdTimeout: 30s                 # an admitted pod holds its capacity until bound, deleted, or this long
     requeue:                           # pods the extender rejected in Filter (kube-scheduler 1.29: see README)
       nudge: false                     # touch them when an event their rejecting plugin declared happens
       qps: 5                           # nudges per second across all pods (burst: 2 x qps)
@@ -255,6 +256,7 @@ class _Admission(_Strict):
     strategy = fields.String(load_default="BestEffortFIFO", validate=validate.OneOf(["StrictFIFO", "BestEffortFIFO"]))
     interval = Duration(load_default=1.0, validate=validate.Range(min=0.05, error="must be at least 50ms"))
     resync = Duration(load_default=60.0, validate=validate.Range(min=1.0, error="must be at least 1s"))
+    holdTimeout = Duration(load_default=30.0, validate=validate.Range(min=1.0, error="must be at least 1s"))
 
 
 class _Requeue(_Strict):
@@ -410,6 +412,7 @@ class AdmissionConfig:
     strategy: str = "BestEffortFIFO"
     interval: float = 1.0
     resync: float = 60.0
+    hold_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -508,7 +511,7 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
         kubernetes=KubernetesConfig(data["kubernetes"]["watchTimeout"], data["kubernetes"]["events"]),
         admission=AdmissionConfig(data["admission"]["enabled"], data["admission"]["gate"],
                                   data["admission"]["strategy"], data["admission"]["interval"],
-                                  data["admission"]["resync"]),
+                                  data["admission"]["resync"], data["admission"]["holdTimeout"]),
         requeue=RequeueConfig(data["requeue"]["nudge"], data["requeue"]["qps"], data["requeue"]["minInterval"]),
         raw=dict(raw),
     )

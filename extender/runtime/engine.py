@@ -23,13 +23,14 @@ from datetime import datetime
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from extender.cache.cache import AssumeError, ClusterCache
 from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
 from extender.framework.interfaces import Victim
+from extender.framework.pod_group import group_of
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
@@ -43,6 +44,21 @@ log = logging.getLogger(__name__)
 NOT_IN_CACHE = Status(Code.UNSCHEDULABLE, ("node not in extender cache",), plugin="extender")
 PREFILTER_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                             ("node(s) excluded by the extender's PreFilter",), plugin="extender")
+
+
+def admission_owner(uid: str) -> str:
+    """The reservation owner holding the capacity of pod ``uid`` between its admission and its
+    bind (``extender.runtime.admission``)."""
+    return f"admitted/{uid}"
+
+
+def same_unit(pod: PodInfo) -> Callable[[PodInfo], bool]:
+    """Pods that capacity held for ``pod`` does not count against (outside admission): the pod
+    itself and the members of its pod group, which Gang plans and holds for as one."""
+    uid, namespace, group = pod.uid, pod.namespace, group_of(pod.labels)
+    if group is None:
+        return lambda other: other.uid == uid
+    return lambda other: other.uid == uid or (other.namespace == namespace and group_of(other.labels) == group)
 
 
 def _by(st: Status) -> str:
@@ -144,16 +160,18 @@ class Engine:
                 self._seen.popitem(last=False)
         return pod
 
-    def with_held(self, info: NodeInfo, pod: PodInfo) -> NodeInfo:
+    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
         """``info`` plus the capacity held on it against ``pod``: pods nominated to it whose
         priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
         for its own resources) and reservation slots of equal or higher priority that ``pod`` did
-        not claim itself (a pod group's planned placement). A simulated NodeInfo gets a negative
-        generation (never cached); with nothing held, ``info`` itself. The held pods are added in
-        one copy (``NodeInfo.with_pods``), not one per pod."""
+        not claim itself (a pod group's planned placement, pods admitted and not bound yet);
+        ``strict``: slots held for the pod's own group count too (see ``Reservations.held_on``).
+        A simulated NodeInfo gets a negative generation (never cached); with nothing held,
+        ``info`` itself. The held pods are added in one copy (``NodeInfo.with_pods``), not one
+        per pod."""
         held = [p.bound_to(info.name) for p in self.cache.nominated(info.name)
                 if p.uid != pod.uid and p.priority >= pod.priority]
-        held.extend(self.handle.reservations.held_on(info.name, pod))
+        held.extend(self.handle.reservations.held_on(info.name, pod, strict))
         if not held:
             return info
         return info.with_pods(held, next(self._simulated))
@@ -483,6 +501,8 @@ class Engine:
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
             return f"node {node} no longer fits pod {key}: {st.message}"
+        # the pod now counts where it is assumed: capacity held since its admission is no longer needed
+        self.handle.reservations.consume(admission_owner(pod.uid), pod.uid, node)
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
             self.cache.forget(pod.uid)
