@@ -46,10 +46,10 @@ Example (every key optional; these are the defaults)::
       interval: 1s                     # a pass runs after cluster changes, at most this often
       resync: 60s                      # every gated pod is re-evaluated at least this often, events or not
       holdTimeout: 30s                 # an admitted pod holds its capacity until bound, deleted, or this long
-    requeue:                           # pods the extender rejected in Filter (kube-scheduler 1.29: see README)
-      nudge: false                     # touch them when an event their rejecting plugin declared happens
-      qps: 5                           # nudges per second across all pods (burst: 2 x qps)
-      minInterval: 10s                 # at most one nudge per pod this often
+    requeue:                           # pods the extender rejected in Filter from a view older than a change
+      nudge: true                      # touch them when that change frees room for them (see README)
+      qps: 20                          # nudges per second across all pods (burst: 2 x qps)
+      minInterval: 1s                  # at most one nudge per pod this often
     kubernetes:                        # used with `serve --cluster kube`
       watchTimeout: 5m
       events: true                     # record Events on pods (rejections, preemption)
@@ -260,9 +260,9 @@ class _Admission(_Strict):
 
 
 class _Requeue(_Strict):
-    nudge = fields.Boolean(load_default=False)
-    qps = fields.Float(load_default=5.0, validate=validate.Range(min=0.1, max=1000))
-    minInterval = Duration(load_default=10.0)
+    nudge = fields.Boolean(load_default=True)
+    qps = fields.Float(load_default=20.0, validate=validate.Range(min=0.1, max=1000))
+    minInterval = Duration(load_default=1.0)
 
 
 class _Kubernetes(_Strict):
@@ -417,9 +417,9 @@ class AdmissionConfig:
 
 @dataclass(frozen=True)
 class RequeueConfig:
-    nudge: bool = False
-    qps: float = 5.0
-    min_interval: float = 10.0
+    nudge: bool = True
+    qps: float = 20.0
+    min_interval: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
 from extender.framework.views import PodInfo
 from extender.runtime.engine import Engine, admission_owner, same_unit
-from extender.runtime.framework import Framework
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +125,7 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            node = self._placement(fw, pod) if pod.requests else ""
+            node = self.engine.placement(pod, strict=True) if pod.requests else ""
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason
@@ -155,29 +153,6 @@ class Admitter:
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
-
-    def _placement(self, fw: Framework, pod: PodInfo) -> str | None:
-        """The node ``pod`` would go to now, as Filter and Score choose it, with every capacity
-        held counted (``strict``: its own group's holds too, so a group is not admitted beyond
-        what fits); None when no node has room. PreFilter runs without candidates, so a plugin
-        that plans (Gang) does not plan yet."""
-        engine = self.engine
-        state = CycleState()
-        snapshot = engine.cache.snapshot()
-        allowed, st = fw.run_pre_filter(state, pod, snapshot)
-        if not st.ok:
-            return None
-        held = engine.held_nodes()
-        nodes = [engine.with_held(n, pod, strict=True) if n.name in held else n
-                 for n in snapshot if allowed is None or n.name in allowed]
-        feasible = set(fw.run_filter(state, pod, nodes).feasible)
-        if not feasible:
-            return None
-        candidates = [n for n in nodes if n.name in feasible]
-        scores, st = fw.run_score(state, pod, candidates)
-        if not st.ok:
-            scores = {}
-        return min(feasible, key=lambda name: (-scores.get(name, 0), name))
 
     def _only_our_gate(self, pod: PodInfo) -> bool:
         gates = (pod.raw.get("spec") or {}).get("schedulingGates") or ()

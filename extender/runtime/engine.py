@@ -23,7 +23,7 @@ from datetime import datetime
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from extender.cache.cache import AssumeError, ClusterCache
 from extender.framework import ledger
@@ -175,6 +175,39 @@ class Engine:
         if not held:
             return info
         return info.with_pods(held, next(self._simulated))
+
+    def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
+                  extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
+        """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
+        and Score choose it, with every capacity held against it counted (``with_held``;
+        ``strict``: its own group's holds too) and the pods of ``extra`` (node -> pods) counted
+        where they are listed; None when no node has room. PreFilter runs without candidates, so
+        a plugin that plans (Gang) does not plan: this is a question, not a scheduling cycle."""
+        fw = self.framework_for(pod)
+        state = CycleState()
+        snapshot = self.cache.snapshot()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        if not st.ok:
+            return None
+        held = self.held_nodes()
+        extra = extra or {}
+        nodes: list[NodeInfo] = []
+        for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
+            if allowed is not None and info.name not in allowed:
+                continue
+            if info.name in held:
+                info = self.with_held(info, pod, strict)
+            more = extra.get(info.name)
+            if more:
+                info = info.with_pods([p.bound_to(info.name) for p in more], next(self._simulated))
+            nodes.append(info)
+        feasible = set(fw.run_filter(state, pod, nodes).feasible)
+        if not feasible:
+            return None
+        scores, st = fw.run_score(state, pod, [n for n in nodes if n.name in feasible])
+        if not st.ok:
+            scores = {}
+        return min(feasible, key=lambda name: (-scores.get(name, 0), name))
 
     def held_nodes(self) -> set[str]:
         """Nodes where ``with_held`` may add something."""
