@@ -19,10 +19,10 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
 * **Added**: the cluster says the pod is bound; from now on only watch events change it.
 * Pending pods (not bound, not assumed) are remembered by namespace/name so bind can find them.
 * **Ledger** (``extender.framework.ledger``): an unbound pod carrying an allocation annotation
-  (written by an extender's PreBind, maybe before a crash or a leader change) counts as assumed
-  on the annotated node, binding finished at ``reservedAt``; it expires like any assumption and
-  is then an orphan whose annotation the leader removes (``take_expired``). This is how a
-  restarted or newly elected extender allocates nothing twice.
+  (written ahead of the Binding by kube-extender 0.2, which may have crashed before binding)
+  counts as assumed on the annotated node, binding finished at ``reservedAt``; it expires like
+  any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
+  Today's Binding carries the annotation, so a pod is bound with it or has none.
 
 PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``) are kept beside, by namespace/name;
 a PodGroup is stored trimmed even when malformed, and read typed through ``pod_group_spec``

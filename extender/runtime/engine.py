@@ -540,7 +540,6 @@ class Engine:
         if not st.ok:
             self.cache.forget(pod.uid)
             return f"reserve failed for pod {key} on {node}: {_by(st)}"
-        written: list[str] = []
         for phase in ("permit", "preBind", "bind"):
             if phase == "permit":
                 st = fw.run_permit(state, pod, node)
@@ -549,14 +548,12 @@ class Engine:
             elif phase == "preBind":
                 st = fw.run_pre_bind(state, pod, node)
                 if st.ok:
-                    written, st = self._record_allocation(state, pod, node)
+                    st = self._record_allocation(state, pod, node)
             else:
                 st = fw.run_bind(state, pod, node)
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
-                if phase == "bind":
-                    self._withdraw_annotations(pod, written)
                 return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
         self.drop_rejection(pod.uid)
@@ -588,36 +585,23 @@ class Engine:
             except WriteError as exc:
                 log.warning("clearing a nomination failed", extra={"pod": nominee.key, "error": str(exc)})
 
-    def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> tuple[list[str], Status]:
-        """Write the PreBind annotations and the allocation ledger entry in one patch, with the
-        pod's resourceVersion as precondition, before the Binding (the cluster is the ledger).
-        Returns the annotation keys written, for ``_withdraw_annotations``."""
-        annotations = dict(state.pod_annotations)
+    def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Add the allocation ledger entry to the annotations PreBind wants on the pod; the Bind
+        plugin carries them all on the Binding, one write. A Binding cannot remove annotations,
+        so removals PreBind asked for are one merge patch first (a second write, only then)."""
         if pod.requests:
             entry = ledger.Allocation(node, dict(pod.requests), self.handle.term(), self.handle.clock.now(),
                                       dict(state.allocation_extra))
-            annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
-        if not annotations:
-            return [], Status()
+            state.pod_annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+        removed = [k for k, v in state.pod_annotations.items() if v is None]
+        if not removed:
+            return Status()
         try:
-            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=annotations,
-                                                  resource_version=pod.resource_version or None, uid=pod.uid)
-        except WriteError as exc:
-            return [], Status(Code.ERROR, (f"recording the allocation failed: {exc}",), plugin="ledger", error=exc)
-        return [k for k, v in annotations.items() if v is not None], Status()
-
-    def _withdraw_annotations(self, pod: PodInfo, keys: list[str]) -> None:
-        """The Binding failed after PreBind's annotations and the allocation were written: remove
-        them all, so no reader trusts an assignment that never happened (best effort; if this
-        fails too, the orphan collector removes the allocation after the TTL)."""
-        if not keys:
-            return
-        try:
-            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=dict.fromkeys(keys),
+            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=dict.fromkeys(removed),
                                                   uid=pod.uid)
         except WriteError as exc:
-            log.info("annotations not withdrawn; the orphan collector will remove the allocation",
-                     extra={"pod": pod.key, "error": str(exc)})
+            return Status(Code.ERROR, (f"removing annotations failed: {exc}",), plugin="ledger", error=exc)
+        return Status()
 
     def collect_orphans(self) -> int:
         """Release expired reservations and remove their allocation annotations from pods that are
