@@ -192,7 +192,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     cache.on_synced(_freeze_heap)
     source.start(cache)
     if config.admission.enabled:
-        admitter = Admitter(engine, config.admission.gate, config.admission.strategy)
+        admitter = Admitter(engine, config.admission.gate, config.admission.strategy, config.admission.hold_timeout)
         app.extensions["kube_extender"].admitter = admitter
         if background:
             threading.Thread(target=admitter.run_forever,
@@ -230,7 +230,11 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
                                lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
                                retry_period=le.retry_period, clock=clock)
     events = EventRecorder(client) if config.kubernetes.events else None
-    writer = KubeWriter(client, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
+    # a deposed leader stops writing renewDeadline after its last renewal and a standby may lead
+    # leaseDuration after it: writes give up within that gap, so none lands after a takeover
+    writes = KubeClient(client.api_client, timeout=max(1.0, min(client.timeout, le.lease_duration - le.renew_deadline))) \
+        if leader is not None else client
+    writer = KubeWriter(writes, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
     gate = config.admission.gate if config.admission.enabled else None
     source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix, gate), metrics=metrics,
                         watch_timeout=int(config.kubernetes.watch_timeout))

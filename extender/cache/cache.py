@@ -19,10 +19,10 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
 * **Added**: the cluster says the pod is bound; from now on only watch events change it.
 * Pending pods (not bound, not assumed) are remembered by namespace/name so bind can find them.
 * **Ledger** (``extender.framework.ledger``): an unbound pod carrying an allocation annotation
-  (written by an extender's PreBind, maybe before a crash or a leader change) counts as assumed
-  on the annotated node, binding finished at ``reservedAt``; it expires like any assumption and
-  is then an orphan whose annotation the leader removes (``take_expired``). This is how a
-  restarted or newly elected extender allocates nothing twice.
+  (written ahead of the Binding by kube-extender 0.2, which may have crashed before binding)
+  counts as assumed on the annotated node, binding finished at ``reservedAt``; it expires like
+  any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
+  Today's Binding carries the annotation, so a pod is bound with it or has none.
 
 PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``) are kept beside, by namespace/name;
 a PodGroup is stored trimmed even when malformed, and read typed through ``pod_group_spec``
@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 class AssumeError(Exception):
     """The pod cannot be assumed (already assumed or bound, or the node is gone)."""
 
+
+SIMULATED_GENERATION = -1
+"""The generation of a NodeInfo made up for a check (never cached by plugins: negative)."""
 
 CHANGE_LOG_SIZE = 50_000
 """Changes kept for ``changes_since`` (a minute of a busy cluster's events)."""
@@ -348,23 +351,27 @@ class ClusterCache:
         """Count ``pod`` on ``node_name`` now. ``check`` runs on the node's current NodeInfo under
         the cache lock first; if it does not succeed nothing is assumed and its status is returned.
         A reservation held only by the ledger (an allocation annotation of an unbound pod) is
-        taken over in the same step. Raises AssumeError if the pod is already assumed by this
-        process or bound, or the node is unknown."""
+        taken over in the same step - and only then: when the node is unknown or the check fails,
+        the reservation stays where it was (a previous leader's Binding may still need it). The
+        check of the ledger's own node sees that node without the pod's reservation, so a pod
+        re-bound where its ledger says is not counted twice. Raises AssumeError if the pod is
+        already assumed by this process or bound, or the node is unknown."""
         with self._lock:
             state = self._pods.get(pod.uid)
             if state is not None and not state.ledger:
                 raise AssumeError(f"pod {pod.key} is already assumed or bound")
-            if state is not None:
-                del self._pods[pod.uid]
-                self._assumed.pop(pod.uid, None)
-                self._unaccount(state.info)
             node = self._nodes.get(node_name)
             if node is None or node.node is None:
                 raise AssumeError(f"node {node_name} is not in the extender cache")
             if check is not None:
-                status = check(node)
+                own = state is not None and state.info.node_name == node_name
+                status = check(node.without_pod(pod.uid, SIMULATED_GENERATION) if own else node)
                 if not status.ok:
                     return status
+            if state is not None:
+                del self._pods[pod.uid]
+                self._assumed.pop(pod.uid, None)
+                self._unaccount(state.info)
             info = pod.bound_to(node_name)
             self._index(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)

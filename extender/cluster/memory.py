@@ -202,7 +202,8 @@ class MemoryCluster:
             raise WriteError(f'pods "{name}" not found in namespace {namespace}')
         return pod
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
         with self._lock:
             pod = self._pod_for_write(namespace, name)
             if uid and pod["metadata"].get("uid") != uid:
@@ -217,6 +218,8 @@ class MemoryCluster:
                 raise WriteError(f'nodes "{node}" not found')
             stored = self._stamp(pod)
             stored["spec"]["nodeName"] = node
+            if annotations:
+                stored["metadata"]["annotations"] = {**(stored["metadata"].get("annotations") or {}), **annotations}
             status = stored.setdefault("status", {})
             conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True"})

@@ -45,10 +45,11 @@ Example (every key optional; these are the defaults)::
       strategy: BestEffortFIFO         # or StrictFIFO: the head blocks those behind it wanting the same resources
       interval: 1s                     # a pass runs after cluster changes, at most this often
       resync: 60s                      # every gated pod is re-evaluated at least this often, events or not
-    requeue:                           # pods the extender rejected in Filter (kube-scheduler 1.29: see README)
-      nudge: false                     # touch them when an event their rejecting plugin declared happens
-      qps: 5                           # nudges per second across all pods (burst: 2 x qps)
-      minInterval: 10s                 # at most one nudge per pod this often
+      holdTimeout: 30s                 # an admitted pod holds its capacity until bound, deleted, or this long
+    requeue:                           # pods the extender rejected in Filter from a view older than a change
+      nudge: true                      # touch them when that change frees room for them (see README)
+      qps: 20                          # nudges per second across all pods (burst: 2 x qps)
+      minInterval: 1s                  # at most one nudge per pod this often
     kubernetes:                        # used with `serve --cluster kube`
       watchTimeout: 5m
       events: true                     # record Events on pods (rejections, preemption)
@@ -263,12 +264,13 @@ class _Admission(_Strict):
     strategy = fields.String(load_default="BestEffortFIFO", validate=validate.OneOf(["StrictFIFO", "BestEffortFIFO"]))
     interval = Duration(load_default=1.0, validate=validate.Range(min=0.05, error="must be at least 50ms"))
     resync = Duration(load_default=60.0, validate=validate.Range(min=1.0, error="must be at least 1s"))
+    holdTimeout = Duration(load_default=30.0, validate=validate.Range(min=1.0, error="must be at least 1s"))
 
 
 class _Requeue(_Strict):
-    nudge = fields.Boolean(load_default=False)
-    qps = fields.Float(load_default=5.0, validate=validate.Range(min=0.1, max=1000))
-    minInterval = Duration(load_default=10.0)
+    nudge = fields.Boolean(load_default=True)
+    qps = fields.Float(load_default=20.0, validate=validate.Range(min=0.1, max=1000))
+    minInterval = Duration(load_default=1.0)
 
 
 class _Kubernetes(_Strict):
@@ -418,13 +420,14 @@ class AdmissionConfig:
     strategy: str = "BestEffortFIFO"
     interval: float = 1.0
     resync: float = 60.0
+    hold_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
 class RequeueConfig:
-    nudge: bool = False
-    qps: float = 5.0
-    min_interval: float = 10.0
+    nudge: bool = True
+    qps: float = 20.0
+    min_interval: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -491,7 +494,7 @@ class ExtenderConfig:
                                "leaseDuration": d(le.lease_duration), "renewDeadline": d(le.renew_deadline),
                                "retryPeriod": d(le.retry_period)},
             "admission": {"enabled": a.enabled, "gate": a.gate, "strategy": a.strategy, "interval": d(a.interval),
-                          "resync": d(a.resync)},
+                          "resync": d(a.resync), "holdTimeout": d(a.hold_timeout)},
             "requeue": {"nudge": rq.nudge, "qps": rq.qps, "minInterval": d(rq.min_interval)},
             "kubernetes": {"watchTimeout": d(k.watch_timeout), "events": k.events},
             "profiles": [{"schedulerName": p.scheduler_name,
@@ -559,7 +562,7 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
         kubernetes=KubernetesConfig(data["kubernetes"]["watchTimeout"], data["kubernetes"]["events"]),
         admission=AdmissionConfig(data["admission"]["enabled"], data["admission"]["gate"],
                                   data["admission"]["strategy"], data["admission"]["interval"],
-                                  data["admission"]["resync"]),
+                                  data["admission"]["resync"], data["admission"]["holdTimeout"]),
         requeue=RequeueConfig(data["requeue"]["nudge"], data["requeue"]["qps"], data["requeue"]["minInterval"]),
         raw=dict(raw),
         source=source,

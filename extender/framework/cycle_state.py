@@ -18,8 +18,10 @@ class CycleState:
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
         self.pod_annotations: dict[str, str | None] = {}
-        """Written by PreBind plugins; the engine stores them on the pod in one patch (with a
-        resourceVersion precondition) before the Binding."""
+        """Written by PreBind plugins (None removes a key). The engine adds the allocation ledger
+        entry, and the Bind plugin carries them on the Binding, which sets them on the pod in the
+        same write that binds it. A Binding cannot remove an annotation: removals (rare) are a
+        merge patch before the Binding, a second write."""
         self.candidates: Sequence[str] | None = None
         """The node names of a filter request (set before PreFilter): what kube-scheduler found
         feasible itself. None in other cycles (prioritize, preempt, bind)."""

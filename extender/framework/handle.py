@@ -28,9 +28,12 @@ class ClusterWriter(Protocol):
     """Writes to the cluster. Implementations: in-memory (``extender.cluster.memory``) and
     Kubernetes. Every method raises WriteError on failure and is safe to call from many threads."""
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Bind the pod to ``node`` with its UID as a precondition. Already bound to ``node`` is
-        success; bound elsewhere or a different UID raises WriteError(conflict=True)."""
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Bind the pod to ``node`` with its UID as a precondition, setting ``annotations`` on
+        it in the same write (a Binding's annotations are merged into the pod atomically with
+        ``spec.nodeName``). Already bound to ``node`` is success; bound elsewhere or a different
+        UID raises WriteError(conflict=True)."""
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,

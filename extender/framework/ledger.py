@@ -1,16 +1,17 @@
-"""The allocation ledger: what the extender reserved for a pod, written on the pod itself.
+"""The allocation ledger: what the extender allocated to a pod, written on the pod itself.
 
-The cluster is the database. Before the Binding is written, PreBind stores one annotation
-``<prefix>allocation`` on the pod::
+The cluster is the database. The Binding carries one annotation ``<prefix>allocation``, set on the
+pod in the same write that binds it::
 
     {"node": "gpu-node-1", "resources": {"example.com/gpu": "2"}, "term": 7,
      "reservedAt": "2026-11-21T22:30:00.123Z", "extra": {...}}
 
-``term`` is the leader term of the writer (fencing); ``extra`` carries plugin details (devices
-picked, ...). A restarted or newly elected extender rebuilds its reservations from these: a bound
-pod counts where it is bound; an *unbound* pod with an allocation counts as reserved on that node
-until ``reservedAt + assumedPodTTL``, after which it is an orphan and the leader removes the
-annotation. Amounts are written as Kubernetes quantities and read back exactly.
+``term`` is the leader term of the writer; ``extra`` carries plugin details (devices picked,
+...). A restarted or newly elected extender rebuilds from these: a bound pod counts where it is
+bound. An *unbound* pod with an allocation can only come from kube-extender 0.2, which wrote it
+ahead of the Binding: it counts as reserved on that node until ``reservedAt + assumedPodTTL``,
+after which it is an orphan and the leader removes the annotation. Amounts are written as
+Kubernetes quantities and read back exactly.
 """
 
 from __future__ import annotations

@@ -24,6 +24,15 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PodGroup"
 
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""The scheduler-plugins label naming a pod's group (the PodGroup of that name in its namespace)."""
+
+
+def group_of(labels: Mapping[str, str]) -> str | None:
+    """The name of the pod group a pod with these labels belongs to, or None."""
+    name = labels.get(GROUP_LABEL)
+    return name or None
+
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 

@@ -12,6 +12,19 @@ Strategies:
   managed resources (a big job is not starved by a stream of small ones).
 * ``BestEffortFIFO``: a pod that is not admitted is skipped; those behind it are still considered.
 
+Admitted pods hold their capacity until they are bound. When a pod is admitted, the node it
+would go to is chosen as Filter and Score would choose it - every capacity already held counted,
+that of pods admitted before it included - and its managed requests are held there
+(``handle.reservations``, owner ``admitted/<uid>``) at its priority, as a nomination holds
+capacity: later pods of the same pass, later passes, and kube-scheduler's Filter of pods of equal
+or lower priority all see it as taken. So one pass never admits more pods than fit. The hold ends
+when the pod is bound (by this extender: at assume; by anyone else: at the next pass), deleted, or
+after ``holdTimeout`` seconds without kube-scheduler binding it, whichever comes first; it never
+counts against the pod itself or the members of its pod group (Gang plans for those as one). A
+pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try it yet).
+A pod that PreEnqueue admits but for which no node has room once the holds are counted stays
+gated.
+
 Queueing hints: a pod a PreEnqueue plugin held is evaluated again only after a cluster event that
 plugin declared (``events_to_register`` / ``queueing_hint``, see ``extender.framework.events``)
 or a change to the pod itself; in between it keeps its verdict (and, under StrictFIFO, its place
@@ -29,11 +42,15 @@ from typing import Callable
 
 from extender.framework.handle import WriteError
 from extender.framework.views import PodInfo
-from extender.runtime.engine import Engine
+from extender.runtime.engine import Engine, admission_owner, same_unit
 
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
+
+NO_ROOM = "admission"
+"""The verdict's plugin when PreEnqueue admitted a pod but no node has room for it once the
+capacity held for pods admitted before it is counted (every event may change that)."""
 
 
 @dataclass
@@ -52,16 +69,19 @@ class _Verdict:
 
 
 class Admitter:
-    def __init__(self, engine: Engine, gate: str, strategy: str = "BestEffortFIFO") -> None:
+    def __init__(self, engine: Engine, gate: str, strategy: str = "BestEffortFIFO", hold_timeout: float = 30.0) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         self.engine = engine
         self.gate = gate
         self.strategy = strategy
+        self.hold_timeout = hold_timeout
         self.last: AdmissionResult = AdmissionResult([], {})
         self._stop = threading.Event()
         self._seq: int | None = None
         self._verdicts: dict[str, _Verdict] = {}
+        self._holds: dict[str, PodInfo] = {}
+        """Admitted pods whose capacity is held, by UID."""
 
     def gated(self) -> list[PodInfo]:
         """Pending pods carrying the extender's gate, in the default profile's QueueSort order."""
@@ -73,6 +93,7 @@ class Admitter:
     def run_once(self, full: bool = False) -> AdmissionResult:
         """One pass over the gated pods in queue order. ``full``: evaluate every pod, not only
         those the events since the last pass may help."""
+        self._end_holds()  # first: holds that ended freed capacity, a change this pass must see
         full = full or self._seq is None
         changes, self._seq, complete = self.engine.cache.changes_since(None if full else self._seq)
         full = full or not complete
@@ -104,11 +125,25 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
+            node = self.engine.placement(pod, strict=True) if pod.requests else ""
+            if node is None:
+                reason = "no node has room for it once the capacity held for pods admitted before it is counted"
+                held[pod.key] = reason
+                self._verdicts[pod.uid] = _Verdict(NO_ROOM, reason)
+                if self.strategy == "StrictFIFO":
+                    blocked |= wants
+                continue
             self._verdicts.pop(pod.uid, None)
+            if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
+                self._hold(pod, node)
+            else:
+                node = ""
             try:
                 self.engine.handle.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)
             except WriteError as exc:
                 held[pod.key] = f"removing the gate failed: {exc}"
+                if node:
+                    self._release(pod.uid)
                 continue
             admitted.append(pod.key)
             log.info("admitted", extra={"pod": pod.key, "gate": self.gate})
@@ -118,6 +153,39 @@ class Admitter:
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
+
+    def _only_our_gate(self, pod: PodInfo) -> bool:
+        gates = (pod.raw.get("spec") or {}).get("schedulingGates") or ()
+        return all(isinstance(g, dict) and g.get("name") == self.gate for g in gates)
+
+    def _hold(self, pod: PodInfo, node: str) -> None:
+        self.engine.handle.reservations.place(admission_owner(pod.uid), pod.priority, [(node, pod)],
+                                              self.hold_timeout, member=same_unit(pod))
+        self._holds[pod.uid] = pod
+
+    def _release(self, uid: str) -> None:
+        self._holds.pop(uid, None)
+        self.engine.handle.reservations.release(admission_owner(uid))
+
+    def _end_holds(self) -> None:
+        """Holds of admitted pods that are bound (the hold was consumed at bind, or someone else
+        bound the pod), deleted, re-created or expired end here."""
+        reservations = self.engine.handle.reservations
+        reservations.nodes()  # expires the reservations whose time is up (a capacity change)
+        for uid, pod in list(self._holds.items()):
+            owner = admission_owner(uid)
+            if reservations.get(owner) is None:
+                del self._holds[uid]
+                continue
+            current = self.engine.cache.pending_pod(pod.namespace, pod.name)
+            if current is not None and current.uid == uid:
+                continue
+            accounted = self.engine.cache.pod(uid)
+            if accounted is not None:
+                reservations.consume(owner, uid, accounted.node_name)
+                del self._holds[uid]
+            else:
+                self._release(uid)
 
     def run_forever(self, interval: float, leading: Callable[[], bool], resync: float = 60.0) -> None:
         """Admit after cluster changes (at most every ``interval`` seconds) and evaluate every gated

@@ -23,13 +23,14 @@ from datetime import datetime
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from extender.cache.cache import AssumeError, ClusterCache
 from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
 from extender.framework.interfaces import Victim
+from extender.framework.pod_group import group_of
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
@@ -43,6 +44,21 @@ log = logging.getLogger(__name__)
 NOT_IN_CACHE = Status(Code.UNSCHEDULABLE, ("node not in extender cache",), plugin="extender")
 PREFILTER_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                             ("node(s) excluded by the extender's PreFilter",), plugin="extender")
+
+
+def admission_owner(uid: str) -> str:
+    """The reservation owner holding the capacity of pod ``uid`` between its admission and its
+    bind (``extender.runtime.admission``)."""
+    return f"admitted/{uid}"
+
+
+def same_unit(pod: PodInfo) -> Callable[[PodInfo], bool]:
+    """Pods that capacity held for ``pod`` does not count against (outside admission): the pod
+    itself and the members of its pod group, which Gang plans and holds for as one."""
+    uid, namespace, group = pod.uid, pod.namespace, group_of(pod.labels)
+    if group is None:
+        return lambda other: other.uid == uid
+    return lambda other: other.uid == uid or (other.namespace == namespace and group_of(other.labels) == group)
 
 
 def _by(st: Status) -> str:
@@ -144,19 +160,54 @@ class Engine:
                 self._seen.popitem(last=False)
         return pod
 
-    def with_held(self, info: NodeInfo, pod: PodInfo) -> NodeInfo:
+    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
         """``info`` plus the capacity held on it against ``pod``: pods nominated to it whose
         priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
         for its own resources) and reservation slots of equal or higher priority that ``pod`` did
-        not claim itself (a pod group's planned placement). A simulated NodeInfo gets a negative
-        generation (never cached); with nothing held, ``info`` itself. The held pods are added in
-        one copy (``NodeInfo.with_pods``), not one per pod."""
+        not claim itself (a pod group's planned placement, pods admitted and not bound yet);
+        ``strict``: slots held for the pod's own group count too (see ``Reservations.held_on``).
+        A simulated NodeInfo gets a negative generation (never cached); with nothing held,
+        ``info`` itself. The held pods are added in one copy (``NodeInfo.with_pods``), not one
+        per pod."""
         held = [p.bound_to(info.name) for p in self.cache.nominated(info.name)
                 if p.uid != pod.uid and p.priority >= pod.priority]
-        held.extend(self.handle.reservations.held_on(info.name, pod))
+        held.extend(self.handle.reservations.held_on(info.name, pod, strict))
         if not held:
             return info
         return info.with_pods(held, next(self._simulated))
+
+    def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
+                  extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
+        """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
+        and Score choose it, with every capacity held against it counted (``with_held``;
+        ``strict``: its own group's holds too) and the pods of ``extra`` (node -> pods) counted
+        where they are listed; None when no node has room. PreFilter runs without candidates, so
+        a plugin that plans (Gang) does not plan: this is a question, not a scheduling cycle."""
+        fw = self.framework_for(pod)
+        state = CycleState()
+        snapshot = self.cache.snapshot()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        if not st.ok:
+            return None
+        held = self.held_nodes()
+        extra = extra or {}
+        nodes: list[NodeInfo] = []
+        for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
+            if allowed is not None and info.name not in allowed:
+                continue
+            if info.name in held:
+                info = self.with_held(info, pod, strict)
+            more = extra.get(info.name)
+            if more:
+                info = info.with_pods([p.bound_to(info.name) for p in more], next(self._simulated))
+            nodes.append(info)
+        feasible = set(fw.run_filter(state, pod, nodes).feasible)
+        if not feasible:
+            return None
+        scores, st = fw.run_score(state, pod, [n for n in nodes if n.name in feasible])
+        if not st.ok:
+            scores = {}
+        return min(feasible, key=lambda name: (-scores.get(name, 0), name))
 
     def held_nodes(self) -> set[str]:
         """Nodes where ``with_held`` may add something."""
@@ -483,6 +534,8 @@ class Engine:
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
             return f"node {node} no longer fits pod {key}: {st.message}"
+        # the pod now counts where it is assumed: capacity held since its admission is no longer needed
+        self.handle.reservations.consume(admission_owner(pod.uid), pod.uid, node)
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
             self.cache.forget(pod.uid)
@@ -501,8 +554,6 @@ class Engine:
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
-                if phase == "bind" and pod.requests:
-                    self._withdraw_allocation(pod)
                 return f"{phase} failed for pod {key} on {node}: {_by(st)}"
         self.cache.finish_binding(pod.uid)
         self.drop_rejection(pod.uid)
@@ -535,31 +586,22 @@ class Engine:
                 log.warning("clearing a nomination failed", extra={"pod": nominee.key, "error": str(exc)})
 
     def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Write the PreBind annotations and the allocation ledger entry in one patch, with the
-        pod's resourceVersion as precondition, before the Binding (the cluster is the ledger)."""
-        annotations = dict(state.pod_annotations)
+        """Add the allocation ledger entry to the annotations PreBind wants on the pod; the Bind
+        plugin carries them all on the Binding, one write. A Binding cannot remove annotations,
+        so removals PreBind asked for are one merge patch first (a second write, only then)."""
         if pod.requests:
             entry = ledger.Allocation(node, dict(pod.requests), self.handle.term(), self.handle.clock.now(),
                                       dict(state.allocation_extra))
-            annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
-        if not annotations:
+            state.pod_annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+        removed = [k for k, v in state.pod_annotations.items() if v is None]
+        if not removed:
             return Status()
         try:
-            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=annotations,
-                                                  resource_version=pod.resource_version or None, uid=pod.uid)
-        except WriteError as exc:
-            return Status(Code.ERROR, (f"recording the allocation failed: {exc}",), plugin="ledger", error=exc)
-        return Status()
-
-    def _withdraw_allocation(self, pod: PodInfo) -> None:
-        """The Binding failed after the allocation was written: remove it (best effort; if this
-        fails too, the orphan collector removes it after the TTL)."""
-        try:
-            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name,
-                                                  annotations={ledger.key(self.handle.annotation_prefix): None},
+            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=dict.fromkeys(removed),
                                                   uid=pod.uid)
         except WriteError as exc:
-            log.info("allocation not withdrawn; the orphan collector will", extra={"pod": pod.key, "error": str(exc)})
+            return Status(Code.ERROR, (f"removing annotations failed: {exc}",), plugin="ledger", error=exc)
+        return Status()
 
     def collect_orphans(self) -> int:
         """Release expired reservations and remove their allocation annotations from pods that are

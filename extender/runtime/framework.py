@@ -236,50 +236,50 @@ class Framework:
         return allowed, Status()
 
     def run_filter(self, state: CycleState, pod: PodInfo, nodes: Iterable[NodeInfo]) -> FilterResult:
-        """Run Filter plugins over ``nodes`` (the hot path: keep it lean)."""
+        """Run Filter plugins over ``nodes`` (the hot path: keep it lean). A plugin that raises
+        ends the whole phase: one Error status (one logged traceback) for the node it failed on
+        and every node not decided yet, since the answer is an error anyway."""
         plugins = [p for p in self.filter_plugins if p.name not in state.skip_filter]
         out = FilterResult()
         feasible = out.feasible
         rejected = out.rejected
         clock = time.perf_counter
+        node_list = nodes if isinstance(nodes, list) else list(nodes)
         if len(plugins) == 1:  # the common case: one timer for the loop, not two per node
             only = plugins[0]
             t0 = clock()
             batch = getattr(only, "filter_all", None)
-            if batch is not None:
-                node_list = list(nodes)
-                try:
+            try:
+                if batch is not None:
                     found = batch(state, pod, node_list)
-                except Exception as exc:  # noqa: BLE001
-                    found = {n.name: _crash(only.name, "Filter", exc) for n in node_list}
-                for node in node_list:
-                    st = found.get(node.name)
-                    if st is None:
-                        feasible.append(node.name)
-                    else:
-                        rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
-                self._observe(only.name, "Filter", clock() - t0)
-                return out
-            for node in nodes:
-                try:
-                    st = only.filter(state, pod, node)
-                except Exception as exc:  # noqa: BLE001
-                    st = _crash(only.name, "Filter", exc)
-                if st.code is Code.SUCCESS:
-                    feasible.append(node.name)
+                    for node in node_list:
+                        st = found.get(node.name)
+                        if st is None:
+                            feasible.append(node.name)
+                        else:
+                            rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
                 else:
-                    rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
+                    for node in node_list:
+                        st = only.filter(state, pod, node)
+                        if st.code is Code.SUCCESS:
+                            feasible.append(node.name)
+                        else:
+                            rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
+            except Exception as exc:  # noqa: BLE001
+                self._fail_filter(out, node_list, _crash(only.name, "Filter", exc))
             self._observe(only.name, "Filter", clock() - t0)
             return out
         spent = [0.0] * len(plugins)
-        for node in nodes:
+        for node in node_list:
             for i, p in enumerate(plugins):
                 t0 = clock()
                 try:
                     st = p.filter(state, pod, node)
                 except Exception as exc:  # noqa: BLE001
-                    st = _crash(p.name, "Filter", exc)
-                spent[i] += clock() - t0
+                    self._fail_filter(out, node_list, _crash(p.name, "Filter", exc))
+                    return out
+                finally:
+                    spent[i] += clock() - t0
                 if st.code is not Code.SUCCESS:
                     rejected[node.name] = st if st.plugin == p.name else st.with_plugin(p.name)
                     break
@@ -288,6 +288,12 @@ class Framework:
         for i, p in enumerate(plugins):
             self._observe(p.name, "Filter", spent[i])
         return out
+
+    @staticmethod
+    def _fail_filter(out: FilterResult, nodes: Sequence[NodeInfo], error: Status) -> None:
+        """A plugin failed: ``error`` for every node, none feasible."""
+        out.feasible.clear()
+        out.rejected.update(dict.fromkeys((n.name for n in nodes), error))
 
     def run_filter_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         result = self.run_filter(state, pod, (node,))
@@ -395,21 +401,31 @@ class Framework:
                 log.exception("unreserve failed", extra={"plugin": p.name, "pod": pod.key})
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """SUCCESS (all approve), a rejection (one denied), or WAIT (the pod is now in the waiting
-        room; call ``wait_on_permit``)."""
+        """SUCCESS (all approve), a rejection (one denied), or WAIT (call ``wait_on_permit``).
+        The pod is in the waiting room while its plugins decide (see ``runtime.waiting_pods``):
+        plugins that count the pods in Permit see it, and may allow it before it waits."""
+        wp = WaitingPod(pod, node_name, self.handle.clock)
+        self.waiting_pods.add(wp)
         timeouts: dict[str, float] = {}
+        st = Status()
         for p in self.permit_plugins:
             try:
                 st, timeout = p.permit(state, pod, node_name)
             except Exception as exc:  # noqa: BLE001
-                return _crash(p.name, "Permit", exc)
+                st = _crash(p.name, "Permit", exc)
             if st.code is Code.WAIT:
                 timeouts[p.name] = max(0.0, float(timeout))
+                st = Status()
             elif not st.ok:
-                return st.with_plugin(p.name)
-        if not timeouts:
-            return Status()
-        self.waiting_pods.add(WaitingPod(pod, node_name, timeouts, self.handle.clock))
+                st = st.with_plugin(p.name)
+                break
+        if not st.ok:
+            self.waiting_pods.remove(pod.uid)
+            return st
+        final = wp.settle(timeouts)
+        if final is not None:  # no plugin asked it to wait, or others decided meanwhile
+            self.waiting_pods.remove(pod.uid)
+            return final
         return Status(Code.WAIT, ("waiting in Permit",), plugin=", ".join(sorted(timeouts)))
 
     def wait_on_permit(self, pod: PodInfo) -> Status:

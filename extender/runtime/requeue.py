@@ -2,24 +2,36 @@
 
 kube-scheduler retries a pod the extender rejected only after a cluster event (1.30+: any event;
 1.29: only events relevant to its own plugins that also rejected the pod, else the 5-minute
-flush). Two cases need help, and the Nudger gives it by *touching* the pod - the
-annotation ``<prefix>nudged-at`` - an update every version treats as a reason to retry:
+flush). And its informer and the extender's watch do not see a change at the
+same moment: kube-scheduler may retry a pod on a deletion the extender has not applied yet, get
+it rejected from that stale view, and put it back in its unschedulable pool with no further
+event coming - the pod then waits up to 5 minutes while the freed capacity sits idle, on every
+version. The Nudger fixes both by *touching* the pod - the annotation ``<prefix>nudged-at`` -
+an update every version treats as a reason to retry:
 
+* **Nudges** (``requeue.nudge``, on by default): a pod whose last Filter answer from the
+  extender rejected every node, from a view older than a change that one of its rejecting plugins
+  declared (``events_to_register`` / ``queueing_hint``), is touched once the extender has applied
+  that change - if it would fit now. Pods are considered in queue order and each nudged pod's
+  place is counted for the next (``Engine.placement`` over the nodes that changed since its
+  rejection), so one freed GPU nudges one pod, not every pod waiting for a GPU. A pod that
+  kube-scheduler retried after the extender applied the change has a newer rejection (or none):
+  it is not nudged.
 * **Timed wake-ups** (always on): a plugin whose rejection ends with time rather than with an
   event (Gang's back-off after a timed-out group) asks ``handle.requeue_after(pod, seconds)``;
   the pod is touched when that time has come, so it is not left until the 5-minute flush.
-* **Nudges** (``requeue.nudge: true``, for 1.29): a pod whose last Filter answer from the
-  extender rejected every node is touched when an event that one of its rejecting plugins
-  declared (``events_to_register`` / ``queueing_hint``) happens after that answer.
 
 Rate limits for both: ``qps`` across all pods (burst of twice that) and at most one touch per pod
-per ``minInterval``. A pod that is due but finds no token stays due. Only the leader touches pods;
-a replica that is not leading skips the changes of that time (it starts from "now" when it leads).
+per ``minInterval``. The defaults (20/s, 1 s) are above what a cluster freeing capacity for 20
+pods per second needs, so they bound a misbehaving plugin's writes without delaying the pods
+that capacity was freed for. A pod that is due but finds no token stays due. Only the leader
+touches pods; a replica that is not leading skips the changes of that time (it starts from "now"
+when it leads).
 
 A nudge pass costs O(changes + rejections x rejecting plugins) for plugins that registered their
 events without a queueing hint: the latest change of each event (not counting the rejected pod's
 own) decides. Only a plugin with a hint looks at the changes one by one, and only at those after
-the rejection.
+the rejection; the fit check looks at the nodes changed since the rejection.
 """
 
 from __future__ import annotations
@@ -31,10 +43,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from extender.framework.events import Change, ClusterEvent
+from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
 from extender.framework.handle import WriteError
 from extender.framework.views import PodInfo
-from extender.runtime.engine import Engine
+from extender.runtime.engine import Engine, Rejection
 
 log = logging.getLogger(__name__)
 
@@ -154,22 +166,52 @@ class Nudger:
         return touched
 
     def _wake_on_events(self) -> None:
-        """Make due the rejected pods that the changes since the last pass may help: a change
-        after the rejection (changes its Filter answer already saw, and the pod's own updates -
-        our nudges - do not count) of an event one of its rejecting plugins registered and, if
-        the plugin has a queueing hint, that the hint accepts. Every such change counts when the
-        change log has a gap."""
+        """Make due, in queue order, the rejected pods that the changes since the last pass may
+        help and that would fit now: a change after the rejection (changes its Filter answer
+        already saw, and the pod's own updates - our nudges - do not count) of an event one of its
+        rejecting plugins registered and, if the plugin has a queueing hint, that the hint
+        accepts. Every such change counts when the change log has a gap."""
         changes, self._seq, complete = self.engine.cache.changes_since(self._seq)
         if not changes:
             return
         index = ChangeIndex(changes)
+        taken: dict[str, list[PodInfo]] = {}
+        """Where the pods made due in this pass would go: their places are not free for the next."""
+        candidates: dict[str, Rejection] = {}
         for r in self.engine.rejections():
-            if r.pod.uid in self._due:
+            pod = r.pod
+            if pod.uid in self._due or not index.any_after(r.seq, pod.key):
                 continue
-            if not index.any_after(r.seq, r.pod.key):
-                continue
-            if not complete or self._wakes(index, r.pod, r.plugins, r.seq):
-                self._due[r.pod.uid] = r.pod
+            current = self.engine.cache.pending_pod(pod.namespace, pod.name)
+            if current is None or current.uid != pod.uid:  # bound, deleted or re-created meanwhile
+                self._forget(pod.uid)
+            elif not complete or self._wakes(index, pod, r.plugins, r.seq):
+                candidates[pod.uid] = r
+        for pod in self.engine.frameworks[self.engine.default_profile].sorted_queue(r.pod for r in candidates.values()):
+            r = candidates[pod.uid]
+            node = self._room(pod, index.after(r.seq, pod.key) if complete else None, taken)
+            if node is None:
+                continue  # nothing it needs came free: a later change may still help
+            if node:
+                taken.setdefault(node, []).append(pod)
+            self._due[pod.uid] = pod
+
+    def _room(self, pod: PodInfo, later: Sequence[Change] | None, taken: dict[str, list[PodInfo]]) -> str | None:
+        """Where ``pod`` would fit now ("" if it asks for no managed resource: nothing to count),
+        looking at the nodes the ``later`` changes (None: unknown, so every node) freed or
+        changed; None when it fits nowhere."""
+        if not pod.requests:
+            return ""
+        names: set[str] | None = set()
+        for change in later or ():
+            if change.event in CAPACITY_EVENTS:
+                names.add(change.node or change.key)  # type: ignore[union-attr]
+            else:  # an event that is not about one node's capacity: look everywhere
+                names = None
+                break
+        if later is None:
+            names = None
+        return self.engine.placement(pod, names, extra=taken)
 
     def _wakes(self, index: ChangeIndex, pod: PodInfo, plugins: frozenset[str], seq: int) -> bool:
         """Does one of ``plugins`` (which rejected ``pod`` at ``seq``) want ``pod`` looked at

@@ -170,7 +170,9 @@ class Reservations:
                 del self._owners[owner]
             else:
                 res.expires = self.clock.monotonic() + res.ttl
-            return True
+        if pick.node != node and self.on_release is not None:
+            self.on_release({pick.node})  # the pod went elsewhere: its planned node has room again
+        return True
 
     def keep(self, owner: str, seconds: float) -> None:
         """Hold the reservation at least ``seconds`` from now (while its members wait in Permit,
@@ -198,10 +200,11 @@ class Reservations:
             self._expire()
             return set(self._by_node)
 
-    def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
+    def held_on(self, node: str, pod: PodInfo, strict: bool = False) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``: slots of live reservations of
-        equal or higher priority, except the one ``pod`` claimed and, if it is a member of the
-        reservation, the unclaimed ones. Lock-free (see the module docstring)."""
+        equal or higher priority, except the one ``pod`` claimed or that was planned for it and,
+        if it is a member of the reservation, the unclaimed ones (``strict``: those count too).
+        Lock-free (see the module docstring)."""
         entries = self._by_node.get(node)
         if not entries:
             return []
@@ -211,7 +214,7 @@ class Reservations:
             claimed_by = slot.claimed_by
             if res.priority < pod.priority or res.expires <= now or claimed_by == pod.uid:
                 continue
-            if claimed_by is None and res.member(pod):
+            if claimed_by is None and (slot.planned_for == pod.uid or (not strict and res.member(pod))):
                 continue
             out.append(slot.placeholder)
         return out

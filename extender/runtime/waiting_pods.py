@@ -1,8 +1,15 @@
-"""The Permit waiting room: pods whose Permit said WAIT, held inside their bind request.
+"""The Permit waiting room: pods in Permit, held inside their bind request.
 
-A WaitingPod lists the plugins that asked it to wait, each with a deadline. It is released when
-every one of them has called ``allow``, denied as soon as one calls ``reject``, and denied when
-the earliest deadline passes. ``wait`` blocks the bind request's thread until then.
+A pod joins the room *before* its Permit plugins decide (``Framework.run_permit``), so a plugin
+that counts the pods in the room (Gang counts the members of a group) sees every pod that has
+reached Permit, whatever the interleaving of concurrent binds: a member can never arrive unseen
+between another member's count and its registration. An ``allow`` or ``reject`` that comes while
+the pod's own plugins are still deciding is kept and applied when they are done (``settle``).
+
+After ``settle`` a WaitingPod lists the plugins that asked it to wait, each with a deadline. It
+is released when every one of them has called ``allow``, denied as soon as one calls
+``reject``, and denied when the earliest deadline passes. ``wait`` blocks the bind request's
+thread until then.
 """
 
 from __future__ import annotations
@@ -16,27 +23,46 @@ from extender.framework.views import PodInfo
 
 
 class WaitingPod:
-    def __init__(self, pod: PodInfo, node_name: str, timeouts: dict[str, float], clock: Clock) -> None:
+    def __init__(self, pod: PodInfo, node_name: str, clock: Clock) -> None:
         self.pod = pod
         self.node_name = node_name
         self.clock = clock
         self.since = clock.monotonic()
-        self._deadlines = {name: self.since + t for name, t in timeouts.items()}
-        self._pending = set(timeouts)
+        self._deadlines: dict[str, float] = {}
+        self._pending: set[str] | None = None
+        """None while the pod's Permit plugins are still deciding."""
+        self._early: set[str] = set()
+        """Plugins that allowed the pod before its own plugins were done."""
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._status: Status | None = None
 
     def pending_plugins(self) -> list[str]:
         with self._lock:
-            return sorted(self._pending)
+            return sorted(self._pending or ())
 
     def deadline(self) -> float:
         with self._lock:
             return min(self._deadlines.values()) if self._deadlines else self.since
 
+    def settle(self, timeouts: dict[str, float]) -> Status | None:
+        """The pod's Permit plugins are done; ``timeouts`` names those that asked it to wait. Allows
+        that came meanwhile count. Returns the final status if the pod is already decided (allowed
+        by every waiting plugin, or rejected), else None: call ``wait``."""
+        with self._lock:
+            now = self.clock.monotonic()
+            self._pending = set(timeouts) - self._early
+            self._deadlines = {name: now + t for name, t in timeouts.items() if name in self._pending}
+            if not self._pending and self._status is None:
+                self._status = Status()
+                self._done.set()
+            return self._status
+
     def allow(self, plugin: str) -> None:
         with self._lock:
+            if self._pending is None:
+                self._early.add(plugin)
+                return
             self._pending.discard(plugin)
             self._deadlines.pop(plugin, None)
             if not self._pending and self._status is None:
@@ -56,7 +82,7 @@ class WaitingPod:
             self._done.wait(remaining)
         with self._lock:
             if self._status is None:
-                waiting_for = ", ".join(sorted(self._pending))
+                waiting_for = ", ".join(sorted(self._pending or ()))
                 self._status = Status(Code.UNSCHEDULABLE, (f"timed out waiting in Permit for {waiting_for}",),
                                       plugin=waiting_for)
                 self._done.set()

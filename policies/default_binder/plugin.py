@@ -1,4 +1,6 @@
-"""DefaultBinder plugin: Bind through ``handle.writer.bind``."""
+"""DefaultBinder plugin: Bind through ``handle.writer.bind``, carrying the annotations PreBind
+wants on the pod (``CycleState.pod_annotations``, the allocation ledger entry included) on the
+Binding: one API write per bound pod."""
 
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ class DefaultBinder:
 
     def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         try:
-            self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node_name)
+            annotations = {k: v for k, v in state.pod_annotations.items() if v is not None}
+            self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node_name, annotations)
         except WriteError as exc:
             return Status.failure(logic.describe_failure(exc, pod.key, node_name), exc)
         return Status()
 
 
-SPEC = PluginSpec(NAME, DefaultBinder, description="Bind with a Binding carrying the pod UID.")
+SPEC = PluginSpec(NAME, DefaultBinder, description="Bind with a Binding carrying the pod UID and annotations.")

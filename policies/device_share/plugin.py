@@ -225,11 +225,16 @@ class DeviceShare:
         return CAPACITY_EVENTS
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        """Admission: only once some node has devices where every container's ask fits now."""
+        """Admission: only once some node has devices where every container's ask fits now -
+        counting what is held against the pod there, as Filter does (nominations, pod group
+        reservations, pods admitted and not bound yet)."""
         asks = self.asks_of(pod)
         if not asks:
             return Status()
+        held = self.handle.held_nodes()
         for node in self.handle.snapshot():
+            if node.name in held:
+                node = self.handle.with_held(node, pod)
             devices, usage, _ = self.node_devices(node, exclude=pod.uid)
             if devices and logic.place(asks, devices, usage, self.args.binpack) is not None:
                 return Status()

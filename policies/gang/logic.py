@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
+from extender.framework.pod_group import GROUP_LABEL, group_of
 from extender.framework.views import NodeInfo
 
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def group_of(labels: Mapping[str, str]) -> str | None:
-    name = labels.get(GROUP_LABEL)
-    return name or None
+__all__ = ["GROUP_LABEL", "group_of", "size_of", "min_member", "ready", "room", "planning_order"]
 
 
 def size_of(annotations: Mapping[str, str], key: str) -> int | None:

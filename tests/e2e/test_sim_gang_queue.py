@@ -308,9 +308,9 @@ ADMISSION = [
                  [(0.0, "mid"), (0.0, "older-small"), (0.0, "small"), (0.0, "cpu-only")],
                  ["big"], id="best-effort-skips-the-head-that-does-not-fit"),
     pytest.param("StrictFIFO",
-                 [(0.0, ["cpu-only"]), (11.0, ["big", "mid", "quota", "older-small", "small"])],
+                 [(0.0, ["cpu-only"]), (11.0, ["big"])],
                  [(0.0, "cpu-only"), (11.0, "big")],
-                 [], id="strict-head-blocks-those-wanting-gpus-until-it-fits"),
+                 ["mid", "older-small", "small"], id="strict-head-blocks-those-wanting-gpus-until-it-fits"),
 ]
 
 
@@ -323,8 +323,9 @@ def test_admission_strategies_decide_which_gated_pods_kube_scheduler_gets(
     admits the others at once (gates removed in queue order: priority, then creation time) and
     kube-scheduler binds them; big starves. StrictFIFO holds every GPU pod behind big (only
     "cpu-only", wanting no managed resource, goes) and admits big first once it fits; the others
-    are admitted with it but find no room. "quota" loses only the extender's gate and stays gated
-    by the other one, so kube-scheduler never tries it."""
+    stay gated behind the capacity big now holds (never admitted into a failed attempt). "quota"
+    loses only the extender's gate and stays gated by the other one, so kube-scheduler never
+    tries it."""
     running = make_pod("running").uid("u-running").req(gpu=1).node("n1").obj()
     ours, scheduler = virtual_world([make_node("n1").alloc(gpu=4).obj()], [running],
                                     admission={"strategy": strategy})
@@ -339,16 +340,15 @@ def test_admission_strategies_decide_which_gated_pods_kube_scheduler_gets(
     assert scheduled(scheduler) == picked
     assert sorted(placed(ours)) == sorted(name for _, name in picked)
     assert [n for n in ("big", "mid", "older-small", "small", "cpu-only") if GATE in gates(ours, n)] == still_gated
-    # only the extender's gate was removed: quota waits for the other one, never tried
-    assert gates(ours, "quota") == [OTHER_GATE] and cycles_of(scheduler, "quota") == []
+    # only the extender's gate is ever removed: quota waits for the other one, never tried
+    assert gates(ours, "quota") == ([OTHER_GATE, GATE] if strategy == "StrictFIFO" else [OTHER_GATE])
+    assert cycles_of(scheduler, "quota") == []
     quota = next(t for t in scheduler.traces.values() if t.key == "default/quota")
     assert quota.gated and quota.state == "pending"
     if strategy == "StrictFIFO":
-        # behind big until it fit; admitted with it, they found its GPUs taken
+        # behind big until it fit, then behind the capacity it holds: kube-scheduler never tried them
         for name in ("mid", "older-small", "small"):
-            (attempt,) = cycles_of(scheduler, name)
-            assert at(scheduler, attempt.time) == 11.0 and attempt.outcome == "unschedulable"
-            assert attempt.statuses == {"n1": "Insufficient example.com/gpu"}
+            assert cycles_of(scheduler, name) == []
     else:
         assert cycles_of(scheduler, "big") == []
         held = [g for g in ours.state.engine.queue_state()["gated"] if g["pod"] == "default/big"]

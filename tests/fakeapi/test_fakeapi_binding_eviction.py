@@ -95,6 +95,29 @@ def test_binding_requires_target_name(api, core):
     assert info.value.status == 422
 
 
+@pytest.mark.parametrize("stale", [True, False], ids=["stale resourceVersion: 409, nothing written",
+                                                      "current resourceVersion: bound with the annotations"])
+def test_binding_resource_version_precondition(api, core, stale):
+    created = api.create(b.pod("p"))
+    rv = created["metadata"]["resourceVersion"]
+    if stale:
+        api.patch("Pod", "default", "p", {"metadata": {"labels": {"touched": "yes"}}})
+    before = api.get("Pod", "default", "p")
+    body = {"metadata": {"name": "p", "uid": created["metadata"]["uid"], "resourceVersion": rv,
+                         "annotations": {"x/allocation": "n1"}},
+            "target": {"kind": "Node", "name": "n1"}}
+    if stale:
+        with pytest.raises(ApiException) as info:
+            core.create_namespaced_pod_binding("p", "default", body, _preload_content=False)
+        assert info.value.status == 409
+        assert "Precondition failed: ResourceVersion in precondition" in status_of(info.value)["message"]
+        assert api.get("Pod", "default", "p") == before
+    else:
+        core.create_namespaced_pod_binding("p", "default", body, _preload_content=False)
+        bound = api.get("Pod", "default", "p")
+        assert bound["spec"]["nodeName"] == "n1" and bound["metadata"]["annotations"] == {"x/allocation": "n1"}
+
+
 def test_binding_annotations_are_copied(api, core):
     api.create(b.pod("p"))
     body = {"metadata": {"name": "p", "annotations": {"scheduler/decision": "n1"}}, "target": {"kind": "Node", "name": "n1"}}

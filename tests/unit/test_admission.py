@@ -49,12 +49,63 @@ def test_strategies_with_a_head_that_does_not_fit(strategy: str, admitted: list[
         assert "StrictFIFO" in result.held["default/small"]
 
 
-def test_admission_follows_queue_order_and_does_not_reserve() -> None:
+def test_admission_follows_queue_order_and_counts_what_it_admitted() -> None:
     admitter, cluster = setup(QUEUE)
-    # each pod is checked against current free capacity: admission keeps kube-scheduler from trying
-    # pods that fit nowhere; reservations happen at bind, as for any other pod
-    assert admitter.run_once().admitted == ["default/big", "default/older-small", "default/small"]
-    assert all(gates(cluster, n) == [] for n in ("big", "small", "older-small"))
+    # big takes all 4 GPUs: the small ones, which fit on their own, wait behind what big holds
+    result = admitter.run_once()
+    assert result.admitted == ["default/big"]
+    assert "no node has enough free example.com/gpu" in result.held["default/small"]
+    assert gates(cluster, "big") == [] and gates(cluster, "small") == [GATE]
+
+
+def admitted_world(clock: FakeClock | None = None) -> tuple[Any, Any, MemoryCluster]:
+    """4 GPUs, 2 in use; three gated pods of priorities 30, 20, 10 asking one GPU each."""
+    pods = [gated(f"p{prio}", 1, prio, "2026-01-01T00:00:00Z") for prio in (30, 20, 10)]
+    pods.append(make_pod("running").uid("r").req(gpu=2).node("n1").obj())
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
+    app = create_app(config_of(admission={"holdTimeout": "30s"}), source=cluster, clock=clock or FakeClock(),
+                     background=False)
+    state = app.extensions["kube_extender"]
+    return state.admitter, state.engine, cluster
+
+
+def test_one_pass_admits_no_more_pods_than_fit() -> None:
+    admitter, _, cluster = admitted_world()
+    result = admitter.run_once()
+    assert result.admitted == ["default/p30", "default/p20"]
+    assert gates(cluster, "p10") == [GATE]
+    assert admitter.run_once(full=True).admitted == [], "a later pass sees the capacity held for them too"
+
+
+@pytest.mark.parametrize("priority, fits", [(5, False), (20, False), (50, True)],
+                         ids=["lower priority", "equal priority", "higher priority"])
+def test_filter_counts_admitted_pods_as_a_nomination_does(priority: int, fits: bool) -> None:
+    admitter, engine, _ = admitted_world()
+    admitter.run_once()
+    other = make_pod("other").uid("o").req(gpu=1).priority(priority).obj()
+    assert (engine.filter(other, ["n1"]).feasible == ["n1"]) is fits
+
+
+def test_an_admitted_pod_does_not_compete_with_its_own_hold() -> None:
+    admitter, engine, cluster = admitted_world()
+    admitter.run_once()
+    assert engine.filter(cluster.get_pod("default", "p20"), ["n1"]).feasible == ["n1"]
+    assert engine.bind("default", "p30", "u-p30", "n1") == ""
+    assert engine.bind("default", "p20", "u-p20", "n1") == ""
+    used = engine.cache.snapshot().get("n1").requested.get("example.com/gpu")
+    assert used == 4000 and engine.handle.reservations.nodes() == set(), "counted once, holds consumed"
+
+
+@pytest.mark.parametrize("end", ["deleted", "timed out"])
+def test_a_hold_ends_when_its_pod_is_deleted_or_the_timeout_passes(end: str) -> None:
+    clock = FakeClock()
+    admitter, _, cluster = admitted_world(clock)
+    admitter.run_once()
+    if end == "deleted":
+        cluster.delete_pod("default", "p30")
+    else:
+        clock.advance(31)
+    assert "default/p10" in admitter.run_once().admitted
 
 
 def test_only_the_extenders_gate_is_removed() -> None:

@@ -83,29 +83,15 @@ profiles:
 """
 
 
-def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Path) -> None:
-    """Schema problems do not hide plugin problems, every unknown plugin is named (not only the
-    first of a profile), each problem is one line with the file and the key path, and a
-    misspelled key or plugin name gets the name it was probably meant to be."""
-    from extender.cli import load_checked
-    path = tmp_path / "bad.yaml"
-    path.write_text(BAD_FILE)
-    with pytest.raises(ConfigError) as err:
-        load_checked(str(path))
-    assert sorted(err.value.lines()) == sorted(f"{path}: {line}" for line in [
-        "servr: unknown key (did you mean server?)",
-        "server.prot: unknown key (did you mean port?)",
-        "server.logLevel: Must be one of: debug, info, warning, error.",
-        "profiles[0].plugins.filtr: unknown key (did you mean filter?)",
-    ]), "the profiles section does not parse: its plugins cannot be judged yet"
+SCHEMA_PROBLEMS = ["servr: unknown key (did you mean server?)",
+                   "server.prot: unknown key (did you mean port?)",
+                   "server.logLevel: Must be one of: debug, info, warning, error."]
 
-    path.write_text(BAD_FILE.replace("    filtr: {}\n", ""))
-    with pytest.raises(ConfigError) as err:
-        load_checked(str(path))
-    assert sorted(err.value.lines()) == sorted(f"{path}: {line}" for line in [
-        "servr: unknown key (did you mean server?)",
-        "server.prot: unknown key (did you mean port?)",
-        "server.logLevel: Must be one of: debug, info, warning, error.",
+
+@pytest.mark.parametrize("text, more", [
+    pytest.param(BAD_FILE, ["profiles[0].plugins.filtr: unknown key (did you mean filter?)"],
+                 id="the profiles do not parse: their plugins cannot be judged yet"),
+    pytest.param(BAD_FILE.replace("    filtr: {}\n", ""), [
         "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)",
         "profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin 'Gnag' (did you mean Gang?)",
         "profiles[0].plugins.multiPoint.disabled[0]: unknown plugin 'NodeResorces' (did you mean NodeResources?)",
@@ -114,7 +100,19 @@ def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Pat
         "profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: DefaultBinder, DeviceShare, Gang, "
         "ManagedPreemption, NodeResources, PrioritySort)",
         "profiles[1].pluginConfig[NodeResources].args.scoringStrategy.typ: unknown key (did you mean type?)",
-    ])
+    ], id="the profiles parse: every plugin problem comes with the others"),
+])
+def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Path, text: str,
+                                                                   more: list[str]) -> None:
+    """Schema problems do not hide plugin problems, every unknown plugin is named (not only the
+    first of a profile), each problem is one line with the file and the key path, and a
+    misspelled key or plugin name gets the name it was probably meant to be."""
+    from extender.cli import load_checked
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_checked(str(path))
+    assert sorted(err.value.lines()) == sorted(f"{path}: {line}" for line in SCHEMA_PROBLEMS + more)
 
 
 @pytest.mark.parametrize("profile, path", [

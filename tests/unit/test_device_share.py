@@ -13,6 +13,7 @@ from conftest import config_of
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
 from extender.runtime.engine import Candidate
 from policies.device_share import logic
 from policies.device_share.logic import Ask, Device, Grant, Holder, Usage
@@ -217,6 +218,22 @@ def test_bind_picks_devices_and_writes_the_assignment() -> None:
     # device 1 now has 4096 free, device 0 16384: a 12 GiB pod fits only device 0
     outcome = engine.filter(share_pod("q", 12288), ["a"])
     assert outcome.feasible == ["a"]
+
+
+def test_a_failed_binding_leaves_no_assignment_behind() -> None:
+    """The Binding fails after PreBind wrote the device assignment: the pod is pending again and
+    must not carry an assignment (or allocation) that a restarted extender would trust."""
+    engine, cluster = engine_over(NODES, [share_pod("p", 8192)])
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise WriteError("the API server said no")
+
+    cluster.bind = refuse  # type: ignore[method-assign]
+    assert "bind failed" in engine.bind("default", "p", "u-p", "a")
+    annotations = cluster.get_pod("default", "p")["metadata"].get("annotations") or {}
+    assert not {"kube-extender.io/devices", "kube-extender.io/allocation"} & set(annotations), annotations
+    restarted, _ = engine_over(NODES, [dict(p) for p in cluster.pods()])
+    assert restarted.filter(share_pod("q", 16384), ["a"]).feasible == ["a"], "both devices are free"
 
 
 def test_assignments_survive_a_restart() -> None:

@@ -171,3 +171,34 @@ def test_a_pod_no_node_fits_gets_an_aggregated_event() -> None:
     assert event["object"] == "default/big"
     assert event["message"].startswith("0/3 nodes are available to the extender: 2 node(s) had too little "
                                        "allocatable example.com/gpu, 1 node not in extender cache.")
+
+
+class RemovesAnnotation:
+    """A PreBind plugin that sets one annotation and removes another."""
+
+    name = "RemovesAnnotation"
+
+    def pre_bind(self, state: Any, pod: Any, node: str) -> Status:
+        state.pod_annotations["x/added"] = node
+        state.pod_annotations["x/stale"] = None
+        return Status()
+
+
+@pytest.mark.parametrize("plugins, writes", [
+    ({}, ["bind"]),
+    ({"preBind": [RemovesAnnotation()]}, ["patch", "bind"]),
+], ids=["the common case: one write, the Binding", "a removal: a patch first (a Binding cannot remove)"])
+def test_what_prebind_wants_on_the_pod_travels_with_the_binding(plugins: dict, writes: list[str]) -> None:
+    pod = make_pod("p").uid("u1").req(gpu=1).obj()
+    pod["metadata"]["annotations"] = {"x/stale": "old"}
+    engine, cluster = setup([pod], plugins)
+    seen: list[str] = []
+    real_bind, real_patch = cluster.bind, cluster.patch_pod_metadata
+    cluster.bind = lambda *a, **k: seen.append("bind") or real_bind(*a, **k)  # type: ignore[method-assign]
+    cluster.patch_pod_metadata = lambda *a, **k: seen.append("patch") or real_patch(*a, **k)  # type: ignore[method-assign]
+    assert engine.bind("default", "p", "u1", "n1") == ""
+    assert seen == writes
+    annotations = cluster.get_pod("default", "p")["metadata"]["annotations"]
+    assert "kube-extender.io/allocation" in annotations
+    if plugins:
+        assert annotations.get("x/added") == "n1" and "x/stale" not in annotations

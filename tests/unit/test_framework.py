@@ -69,6 +69,34 @@ def test_filter_rejection_codes_are_kept_and_name_the_plugin(answer: Any, code: 
 
 # ---- PreFilter ----------------------------------------------------------------------------------
 
+class Boom:
+    """A Filter plugin that fails on every node, per node or in a batch."""
+
+    name = "Boom"
+
+    def filter(self, state: Any, pod: Any, node: Any) -> Status:
+        raise RuntimeError("boom")
+
+
+class BatchBoom(Boom):
+    name = "BatchBoom"
+
+    def filter_all(self, state: Any, pod: Any, nodes: Any) -> dict[str, Status]:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("plugins", [[Boom()], [BatchBoom()], [fake("Ok", {"filter"}), Boom()]],
+                         ids=["per node", "batch", "second of two"])
+def test_a_crashing_filter_is_one_error_and_one_traceback_per_request(plugins: list[Any], caplog: Any) -> None:
+    nodes = [NodeInfo(f"n{i}", make_node(f"n{i}").obj()) for i in range(200)]
+    with caplog.at_level("ERROR"):
+        result = framework(filter=plugins).run_filter(CycleState(), POD, nodes)
+    assert result.feasible == [] and len(result.rejected) == 200
+    assert {st.code for st in result.rejected.values()} == {Code.ERROR}
+    assert len({id(st) for st in result.rejected.values()}) == 1, "one shared Error status"
+    assert len([r for r in caplog.records if r.exc_info]) == 1
+
+
 def test_prefilter_results_intersect() -> None:
     a = fake("A", {"preFilter"}, pre_filter=({"n1", "n2"}, Status()))
     b = fake("B", {"preFilter"}, pre_filter=({"n2", "n3"}, Status()))

@@ -12,6 +12,8 @@ from conftest import config_of
 
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
+from extender.framework.status import Status
+from extender.runtime.registry import PluginSpec, Registry
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 
@@ -60,6 +62,49 @@ def test_members_wait_in_bind_and_go_together() -> None:
     results = bind_all(engine, ["m0", "m1", "m2"], stagger=0.2)
     assert results == {"m0": "", "m1": "", "m2": ""}
     assert bound(cluster) == {"m0", "m1", "m2"}
+
+
+class HoldFirstMember:
+    """A Permit plugin after Gang that holds m0 right after Gang counted it, until m1 is through its
+    own Permit: the interleaving (concurrent binds) in which a member arrives between another
+    member's count and that member joining the waiting room."""
+
+    name = "HoldFirstMember"
+
+    def __init__(self) -> None:
+        self.m0_counted = threading.Event()
+        self.m1_through = threading.Event()
+
+    def permit(self, state: Any, pod: Any, node: str) -> tuple[Status, float]:
+        if pod.name == "m0":
+            self.m0_counted.set()
+            self.m1_through.wait(10)
+        elif pod.name == "m1":
+            self.m1_through.set()
+        return Status(), 0.0
+
+
+def test_a_member_arriving_while_another_is_being_counted_is_not_missed() -> None:
+    hold = HoldFirstMember()
+    registry = Registry()
+    registry.register(PluginSpec(hold.name, lambda args, handle: hold, parse_args=lambda raw: raw))
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=8).obj()],
+                                            [member("m0", size=2), member("m1", size=2)]))
+    config = config_of(profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]},
+                                              "permit": {"enabled": [{"name": "Gang"}, {"name": hold.name}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    engine = create_app(config, source=cluster, background=False, registry=registry).extensions["kube_extender"].engine
+    results: dict[str, str] = {}
+    first = threading.Thread(target=lambda: results.update(m0=engine.bind("default", "m0", "u-m0", "n1")))
+    first.start()
+    assert hold.m0_counted.wait(5)
+    second = threading.Thread(target=lambda: results.update(m1=engine.bind("default", "m1", "u-m1", "n1")))
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert results == {"m0": "", "m1": ""}
+    assert bound(cluster) == {"m0", "m1"}
 
 
 def test_an_incomplete_group_times_out_releases_everything_and_backs_off() -> None:

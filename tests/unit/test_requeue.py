@@ -1,5 +1,6 @@
-"""Nudges and timed wake-ups: pods the extender rejected are touched when an event that may help
-them happens (so kube-scheduler 1.29 retries them) or when a plugin's back-off ends; rate-limited."""
+"""Nudges and timed wake-ups: pods the extender rejected are touched when a change their rejection
+did not see frees room for them (so kube-scheduler retries them whatever its version and its
+informer's timing) or when a plugin's back-off ends; rate-limited."""
 
 from __future__ import annotations
 
@@ -45,23 +46,48 @@ def test_a_rejected_pod_is_nudged_when_capacity_is_released_and_not_before() -> 
     assert engine.rejections() == [] and nudger.run_once() == [], "once: its own update does not count"
 
 
+def test_one_freed_gpu_nudges_one_pod_in_queue_order() -> None:
+    engine, nudger, cluster, _ = setup(pending=3)
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"], "room for one: the first in queue order"
+    assert nudger.run_once() == []
+    assert [r.pod.name for r in engine.rejections()] == ["p1", "p2"], "still rejected: a later change may help"
+    cluster.add_node(make_node("n3").alloc(gpu=2).obj())
+    assert sorted(nudger.run_once()) == ["default/p1", "default/p2"]
+
+
+def test_a_change_that_frees_nothing_the_pod_needs_nudges_nothing() -> None:
+    engine, nudger, cluster, _ = setup()
+    cluster.add_node(make_node("n2").alloc(gpu=0).obj())  # a capacity event, but no GPU on it
+    assert nudger.run_once() == [] and nudged(cluster) == []
+    assert [r.pod.name for r in engine.rejections()] == ["p0"]
+
+
+def test_a_pod_rejected_after_the_change_is_not_nudged() -> None:
+    """kube-scheduler retried it once the extender had seen the change: that answer was not stale."""
+    engine, nudger, cluster, _ = setup()
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # asked about n1 only
+    assert nudger.run_once() == []
+
+
 def test_nudges_are_rate_limited_and_due_pods_wait_for_a_token() -> None:
     engine, nudger, cluster, clock = setup(pending=5, qps=1.0)  # burst 2
-    cluster.delete_pod("default", "running")
+    cluster.delete_pod("default", "running")  # room for 4 of the 5
     assert len(nudger.run_once()) == 2
     assert nudger.run_once() == [], "no token, no new event: the others stay due"
     clock.advance(1.0)
     assert len(nudger.run_once()) == 1
     clock.advance(10.0)
-    assert len(nudger.run_once()) == 2 and len(nudged(cluster)) == 5
+    assert len(nudger.run_once()) == 1 and nudged(cluster) == ["p0", "p1", "p2", "p3"]
 
 
 def test_a_pod_is_nudged_at_most_once_per_min_interval() -> None:
     engine, nudger, cluster, clock = setup(min_interval="30s")
-    cluster.add_node(make_node("n2").alloc(gpu=0).obj())
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
     assert nudger.run_once() == ["default/p0"]
-    engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2"])  # rejected again
-    cluster.add_node(make_node("n3").alloc(gpu=0).obj())
+    engine.filter(cluster.get_pod("default", "p0"), ["n1"])  # rejected again
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
     assert nudger.run_once() == []
     clock.advance(31)
     assert nudger.run_once() == ["default/p0"]
@@ -75,15 +101,18 @@ def test_pods_bound_or_deleted_meanwhile_are_not_nudged() -> None:
     assert nudger.run_once() == [] and engine.rejections() == []
 
 
-def test_event_nudges_are_off_by_default_but_timed_wake_ups_are_not() -> None:
+@pytest.mark.parametrize("nudge", [None, False], ids=["default: on", "turned off"])
+def test_event_nudges_are_on_by_default_and_timed_wake_ups_always(nudge: bool | None) -> None:
     cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=1).obj()],
                                             [make_pod("p0").uid("u-p0").req(gpu=2).obj()]))
     clock = FakeClock()
-    state = create_app(config_of(), source=cluster, clock=clock, background=False).extensions["kube_extender"]
+    config = config_of() if nudge is None else config_of(requeue={"nudge": nudge})
+    state = create_app(config, source=cluster, clock=clock, background=False).extensions["kube_extender"]
     engine, nudger = state.engine, state.nudger
     assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible
     cluster.add_node(make_node("n2").alloc(gpu=2).obj())
-    assert nudger.run_once() == [] and nudged(cluster) == []
+    assert nudger.run_once() == (["default/p0"] if nudge is None else [])
+    clock.advance(1.0)
     engine.requeue_after(engine.cache.pending_pod("default", "p0"), 5.0)
     assert nudger.run_once() == []
     clock.advance(5.0)
@@ -102,25 +131,24 @@ def _own_release(cluster: MemoryCluster, engine: Any) -> None:
     assert engine.cache.assume(info, "n1").ok and engine.cache.forget(info.uid)
 
 
-def _release_by_another(cluster: MemoryCluster, engine: Any) -> None:
-    """ALLOCATION_RELEASED (and Pod/Delete) of another pod."""
-    cluster.delete_pod("default", "running")
+def _room_elsewhere(cluster: MemoryCluster, engine: Any) -> None:
+    """A node with room for 4 added: pods asked about n1 only stay rejected there."""
+    cluster.add_node(make_node("n2").alloc(gpu=4).obj())
 
 
 @pytest.mark.parametrize("first, between, expected", [
-    # rejections of p0..p{first-1}, then `between` changes, then the other rejections; 200
-    # unrelated changes follow in every case
+    # rejections of p0..p{first-1} (asked about n1, which is full), then `between` changes, then
+    # the other rejections; 200 unrelated changes follow in every case
     pytest.param(MANY, [], [], id="unrelated changes only: none"),
-    pytest.param(1000, [_release_by_another], [f"p{i}" for i in range(1000)],
-                 id="a release after some rejections: exactly those rejected before it"),
+    pytest.param(1000, [_room_elsewhere], ["p0", "p1", "p10", "p100"],
+                 id="room for 4 after some rejections: the first 4 in queue order (ties by name) of those rejected before"),
     pytest.param(1, [_own_release], [], id="the pod's own change: none"),
-    pytest.param(1, [_release_by_another, _own_release], ["p0"],
-                 id="another pod's release, then the pod's own: woken"),
+    pytest.param(1, [_room_elsewhere, _own_release], ["p0"], id="room, then the pod's own change: woken"),
 ])
 def test_a_pass_over_many_rejections_decides_hintless_plugins_without_going_change_by_change(
         first: int, between: list[Callable[[MemoryCluster, Any], None]], expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     pods = [make_pod("running").uid("r").req(gpu=4).node("n1").obj()]
-    pods += [make_pod(f"p{i}").uid(f"u-p{i}").req(gpu=8).obj() for i in range(MANY)]  # never fit
+    pods += [make_pod(f"p{i}").uid(f"u-p{i}").req(gpu=1).obj() for i in range(MANY)]
     cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
     app = create_app(config_of(requeue={"nudge": True, "qps": 1000}), source=cluster, clock=FakeClock(),
                      background=False)

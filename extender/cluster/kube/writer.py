@@ -1,8 +1,10 @@
 """KubeWriter: the extender's writes to the API server, fenced by leadership.
 
 * ``bind``: POST ``pods/<name>/binding`` with ``metadata.uid`` (the API server turns it into a UID
-  precondition). A 409 is looked into: already bound to the same node is success (a retried bind
-  whose first reply was lost); bound elsewhere or a different UID is a conflict.
+  precondition) and the annotations to set (merged into the pod in the same storage update that
+  sets ``spec.nodeName``: one write records the allocation and binds). A 409 is looked into:
+  already bound to the same node is success (a retried bind whose first reply was lost: the
+  annotations came with it); bound elsewhere or a different UID is a conflict.
 * ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
   which the API server treats as a precondition (409 when stale); so is the UID (immutable: a
   re-created pod with the same name rejects the patch).
@@ -40,10 +42,13 @@ class KubeWriter:
         if not self.may_write():
             raise WriteError(f"not the leader: refusing to {what}")
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
         self._fence("bind")
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
             self.client.post(pod_path(namespace, name, "binding"), body)
