@@ -13,6 +13,7 @@ are read and answered straight off the socket, every other request by gunicorn a
 from __future__ import annotations
 
 import logging
+import signal
 import ssl
 from typing import Any, Callable
 
@@ -22,6 +23,24 @@ from gunicorn.app.base import BaseApplication
 
 WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
 """gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
+
+
+def quit_once(worker: Any) -> None:
+    """gunicorn's ``post_worker_init`` hook: the worker quits on the first SIGINT or SIGQUIT and
+    ignores the next. Ctrl-C reaches the worker twice - from the terminal, and from the master
+    passing the shutdown on - and under gevent each quit signal starts a greenlet that exits the
+    process: the second one ran while the interpreter was shutting down and printed a
+    ``SystemExit`` traceback."""
+    quit_first = worker.handle_quit
+    quitting: list[int] = []
+
+    def handle_quit(sig: int, frame: Any) -> None:
+        if not quitting:
+            quitting.append(sig)
+            quit_first(sig, frame)
+
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, handle_quit)
 
 
 def give_logging_a_plain_lock(server: Any, worker: Any) -> None:
@@ -62,6 +81,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
+            "post_worker_init": quit_once,
             "worker_exit": give_logging_a_plain_lock,
             **tls,
             **(extra or {}),

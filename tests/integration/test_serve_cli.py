@@ -3,6 +3,8 @@ default gevent worker, and a cluster file with malformed nodes served without th
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Callable
 
@@ -12,11 +14,17 @@ from test_server_http import Server, get_json, serve  # noqa: F401 - serve is a 
 pytestmark = pytest.mark.slow
 
 
-def test_shutdown_under_gevent_is_clean(serve: Callable[..., Server]) -> None:  # noqa: F811
-    """SIGTERM (what Ctrl-C in `make run` and a Pod's termination send): exit 0, and no
-    traceback - logging's clean-up at exit used to fail on gevent's torn-down modules."""
+@pytest.mark.parametrize("ctrl_c", [False, True], ids=["SIGTERM to the master", "Ctrl-C: SIGINT to the group"])
+def test_shutdown_under_gevent_is_clean(serve: Callable[..., Server], ctrl_c: bool) -> None:  # noqa: F811
+    """A Pod's termination (SIGTERM to the master) and Ctrl-C in `make run` (SIGINT to the master
+    and its worker): exit 0 and no traceback. Logging's clean-up at exit used to fail on gevent's
+    torn-down modules, and the worker's second quit signal exited it again during shutdown."""
     server = serve()
     assert get_json(server, "/readyz")["ready"] is True
+    if ctrl_c:
+        assert server.proc is not None
+        os.killpg(server.proc.pid, signal.SIGINT)  # the server runs in its own session: pgid == pid
+        server.proc.wait(timeout=15)
     assert server.stop() == 0
     log = server.log_path.read_text()
     assert "Worker exiting" in log, log[-2000:]
