@@ -317,7 +317,8 @@ class _Profile(_Strict):
 
 
 class _Config(_Strict):
-    apiVersion = fields.String(load_default=API_VERSION, validate=validate.Equal(API_VERSION, error=f"must be {API_VERSION}"))
+    apiVersion = fields.String(load_default=API_VERSION,
+                               validate=validate.Equal(API_VERSION, error=f"must be {API_VERSION}"))
     kind = fields.String(load_default=KIND, validate=validate.Equal(KIND, error=f"must be {KIND}"))
     managedResources = fields.List(fields.Nested(_ManagedResource), required=True)
     annotationPrefix = fields.String(load_default="kube-extender.io/",

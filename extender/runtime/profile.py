@@ -64,16 +64,13 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
     instances: dict[str, Plugin | None] = {}
     problems: list[tuple[str, str]] = []
 
-    def unknown(name: str, where: str) -> None:
-        problems.append((where, unknown_plugin(name, registry)))
-
     def instance(name: str, where: str) -> Plugin | None:
         if name in instances:
             return instances[name]
         instances[name] = None
         plugin_spec = registry.get(name)
         if plugin_spec is None:
-            unknown(name, where)
+            problems.append((where, unknown_plugin(name, registry)))
             return None
         try:
             args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
@@ -89,7 +86,7 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         for i, name in enumerate(spec.plugins.get(point, PluginSet()).disabled):
             if name != "*" and name not in registry and name not in instances:
                 instances[name] = None
-                unknown(name, f"{path}.plugins.{point}.disabled[{i}]")
+                problems.append((f"{path}.plugins.{point}.disabled[{i}]", unknown_plugin(name, registry)))
     disabled_multi = set(multi.disabled)
     points: dict[str, list[tuple[Plugin, int]]] = {}
     for point, proto in EXTENSION_POINTS.items():
@@ -122,8 +119,8 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
     if problems:  # what follows judges the plugin sets, which are incomplete now
         raise ProfileError(problems)
     if len(points["queueSort"]) != 1:
-        problems.append((f"{path}.plugins.queueSort",
-                         f"exactly one QueueSort plugin must be enabled, got {[p.name for p, _ in points['queueSort']]}"))
+        sorts = [p.name for p, _ in points["queueSort"]]
+        problems.append((f"{path}.plugins.queueSort", f"exactly one QueueSort plugin must be enabled, got {sorts}"))
     problems.extend((f"{path}.plugins.score", f"weight of {plugin.name} must be 1..100, got {weight}")
                     for plugin, weight in points["score"] if not 1 <= weight <= 100)
     if problems:

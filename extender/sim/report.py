@@ -262,7 +262,8 @@ def render_text(report: Mapping[str, Any]) -> str:
         rows = []
         for entry in report["devices"]:
             for i, d in enumerate(entry["devices"]):
-                where = f"{entry['node']} ({entry['source']})" if i == 0 else ""
+                origin = ", ".join(x for x in (d.get("product"), entry["source"]) if x)
+                where = f"{entry['node']} ({origin})" if i == 0 else ""
                 state = "whole" if d["exclusive"] else ("unhealthy" if not d["healthy"] else "")
                 rows.append([where, f"#{d['id']}", f"{d['memoryMiB']['used']}/{d['memoryMiB']['total']} MiB",
                              f"{d['compute']['used']}/{d['compute']['total']}% compute", state,

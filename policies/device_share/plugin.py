@@ -162,11 +162,14 @@ class DeviceShare:
 
     def node_capacity(self, node: NodeInfo) -> NodeCapacity | None:
         """Per device: memory and compute used of total (a device held whole counts as fully
-        used), the pods holding it; per node, the sums over healthy devices, with the count
-        resource as busy devices of healthy ones. None for a node without devices."""
+        used), the pods holding it, the model when GPU Feature Discovery names it; per node, the
+        sums over healthy devices, with the count resource as busy devices of healthy ones. None
+        for a node without devices."""
         devices, usage, _ = self.node_devices(node)
         if not devices:
             return None
+        source = self._inventory(node)[1]
+        product = str(node.labels.get(logic.GFD_PRODUCT) or "") if source == "gpu-feature-discovery" else ""
         rows = []
         totals = {"memory": [0, 0], "compute": [0, 0], "count": [0, 0]}
         for d in devices:
@@ -174,8 +177,8 @@ class DeviceShare:
             memory = d.memory if whole else usage.memory.get(d.id, 0)
             compute = d.compute if whole else usage.compute.get(d.id, 0)
             holders = usage.holders.get(d.id, [])
-            rows.append({"id": d.id, "healthy": d.healthy, "exclusive": whole,
-                         "memoryMiB": {"used": memory, "total": d.memory},
+            rows.append({"id": d.id, **({"product": product} if product else {}), "healthy": d.healthy,
+                         "exclusive": whole, "memoryMiB": {"used": memory, "total": d.memory},
                          "compute": {"used": compute, "total": d.compute},
                          "pods": sorted(node.pods[u].key if u in node.pods else u for u in holders)})
             if d.healthy:
@@ -185,8 +188,7 @@ class DeviceShare:
                     totals[kind][1] += used
         a = self.args
         names = {"memory": a.memory_resource, "compute": a.compute_resource, "count": a.count_resource}
-        return NodeCapacity({names[k]: (t * 1000, u * 1000) for k, (t, u) in totals.items()}, rows,
-                            self._inventory(node)[1])
+        return NodeCapacity({names[k]: (t * 1000, u * 1000) for k, (t, u) in totals.items()}, rows, source)
 
     # ---- extension points -------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ def test_example_reports_gpu_figures_per_device_and_per_node(example_run: tuple[
     shared = sorted(sorted(dev["pods"]) for dev in devices.values() if not dev["exclusive"])
     assert shared == [["ml/batch-0", "ml/infer-4"], ["ml/infer-0", "ml/infer-1"], ["ml/infer-2", "ml/infer-3"]]
     assert "Devices (used/total per device" in text and "81920/81920 MiB" in text
+    assert "gpu-a (NVIDIA-A100-SXM4-80GB, gpu-feature-discovery)" in text
 
 
 # ---- the inventory from labels, in a stream ---------------------------------------------------------------

@@ -566,9 +566,9 @@ def test_debug_snapshot_shows_devices_per_device_and_per_node(make_app: Callable
     (devices,) = view["devices"]
     assert (devices["plugin"], devices["source"]) == ("DeviceShare", "gpu-feature-discovery")
     assert devices["resources"] == sorted([mem, compute, count])
-    assert [(d["id"], d["memoryMiB"], d["compute"], d["pods"]) for d in devices["devices"]] == [
-        (0, {"used": 8192, "total": 24576}, {"used": 30, "total": 100}, ["default/infer"]),
-        (1, {"used": 0, "total": 24576}, {"used": 0, "total": 100}, [])]
+    assert [(d["id"], d["product"], d["memoryMiB"], d["compute"], d["pods"]) for d in devices["devices"]] == [
+        (0, "NVIDIA-L4", {"used": 8192, "total": 24576}, {"used": 30, "total": 100}, ["default/infer"]),
+        (1, "NVIDIA-L4", {"used": 0, "total": 24576}, {"used": 0, "total": 100}, [])]
 
 
 def test_debug_pod_explains_the_last_filter(env: Env) -> None:
