@@ -251,7 +251,7 @@ def generate_cluster(n_nodes: int, seed: int = SEED) -> dict[str, list[dict[str,
 
 
 def pending_pod() -> dict[str, Any]:
-    """The pod being scheduled: 1 GPU (as in the protocol spec's sample), not in the cluster."""
+    """The pod being scheduled: 1 GPU (shaped as kube-scheduler sends it), not in the cluster."""
     return {
         "metadata": {
             "name": "trainer-6c9f7d8b5-x2k4q", "generateName": "trainer-6c9f7d8b5-", "namespace": "ml",

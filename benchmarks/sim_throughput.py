@@ -31,7 +31,7 @@ Set-up (``kube-extender simulate --extender URL`` semantics, see ``extender/sim/
    and preemption victims' deletions: the pods use ``preemptionPolicy: Never`` unless
    ``--allow-preemption``. (With the default configuration, ``ignoredByScheduler: true``, the
    in-tree dry run never finds victims for a GPU shortage - "expected at least one victim pod on
-   node X", extender-protocol.md §13.4 - so no victim is deleted and the copies stay consistent;
+   node X", §13.4 of extender/sim - so no victim is deleted and the copies stay consistent;
    the preemption attempts only cost emulator time. Were a victim deleted, the server would not
    hear of it: the consistency check at the end would show it.)
 4. The run: in this process, ``Scheduler`` (kube-scheduler 1.30 behaviour) over an
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                         "workload then stays pending and the run measures retries")
     p.add_argument("--allow-preemption", action="store_true",
                    help="pods may preempt (PreemptLowerPriority); with the default configuration the dry run "
-                        "finds no victims for a GPU shortage (section 13.4), so this adds preemption attempts "
+                        "finds no victims for a GPU shortage (kube-scheduler never calls the preempt verb then), so this adds preemption attempts "
                         "only; a victim the emulator deleted would never reach the server")
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--keep", action="store_true", help="keep the temp dir (cluster YAML, server log)")

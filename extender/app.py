@@ -32,7 +32,7 @@ from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
-from extender.runtime.profile import ProfileError, build_framework
+from extender.runtime.profile import ProfileError, build_framework, unknown_plugin
 from extender.runtime.registry import Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_registry
@@ -78,38 +78,71 @@ def _collect_orphans_forever(engine: Engine, leading: Any, interval: float, stop
                 log.exception("orphan collection failed")
 
 
-def build_frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry,
-                     metrics: Metrics | None = None) -> dict[str, Framework]:
-    """One Framework per profile; plugin problems become ConfigError naming the key path."""
+def _frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry,
+                metrics: Metrics | None = None) -> tuple[dict[str, Framework], list[tuple[str, str]]]:
+    """One Framework per profile that builds, and every problem of those that do not (key path,
+    message): unknown plugins, bad args, points a plugin does not implement, combinations the
+    extender refuses."""
     frameworks: dict[str, Framework] = {}
     problems: list[tuple[str, str]] = []
     for i, profile in enumerate(config.profiles):
         path = f"profiles[{i}]"
-        unknown_args = [name for name in profile.plugin_args if name not in registry]
-        for name in unknown_args:
-            problems.append((f"{path}.pluginConfig[{name}]", f"unknown plugin {name!r}"))
+        for name in profile.plugin_args:
+            if name not in registry:
+                problems.append((f"{path}.pluginConfig[{name}].name", unknown_plugin(name, registry)))
         try:
             frameworks[profile.scheduler_name] = build_framework(profile, DEFAULT_PLUGINS, registry, handle,
                                                                  metrics, path)
         except ProfileError as exc:
-            problems.append((exc.path, exc.message))
+            problems.extend(exc.problems)
+    if config.extender.ignorable and any(p.name == "Gang" for fw in frameworks.values() for p in fw.permit_plugins):
+        problems.append(("extender.ignorable", "must be false with the Gang plugin: kube-scheduler binds a pod itself "
+                         "when an ignorable extender's bind fails, so a group denied in Permit would be bound in part"))
+    return frameworks, problems
+
+
+def build_frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry,
+                     metrics: Metrics | None = None) -> dict[str, Framework]:
+    """One Framework per profile; every plugin problem at once, as a ConfigError naming the file
+    and key paths."""
+    frameworks, problems = _frameworks(config, handle, registry, metrics)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(problems, config.source)
     return frameworks
 
 
+def _handle(config: ExtenderConfig, cache: ClusterCache, writer: ClusterWriter, clock: Clock,
+            leader: Leadership | None) -> EngineHandle:
+    return EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names, config.annotation_prefix,
+                        config.extender.http_timeout, term=leader.term if leader is not None else (lambda: 0))
+
+
+def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -> list[tuple[str, str]]:
+    """What building ``config``'s profiles would refuse, found without serving anything (no
+    cluster, no threads): ``kube-extender config check`` and ``serve`` before it starts."""
+    registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
+    clock = SystemClock()
+    cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
+    return _frameworks(config, _handle(config, cache, MemoryCluster(), clock, None), registry)[1]
+
+
+def checked(config: ExtenderConfig) -> ExtenderConfig:
+    """``config`` if every profile builds, else ConfigError with every problem."""
+    problems = profile_problems(config)
+    if problems:
+        raise ConfigError(problems, config.source)
+    return config
+
+
 def describe(config: ExtenderConfig, frameworks: dict[str, Framework]) -> dict[str, Any]:
-    e = config.extender
-    return {
-        "managedResources": [{"name": r.name, "ignoredByScheduler": r.ignored_by_scheduler}
-                             for r in config.managed_resources],
-        "extender": {"urlPrefix": e.url_prefix, "verbs": config.verbs(), "weight": e.weight,
-                     "httpTimeoutSeconds": e.http_timeout, "nodeCacheCapable": e.node_cache_capable,
-                     "ignorable": e.ignorable},
-        "annotationPrefix": config.annotation_prefix,
-        "assumedPodTTLSeconds": config.assumed_pod_ttl,
-        "profiles": [fw.describe() for fw in frameworks.values()],
-    }
+    """``/debug/config``: the effective configuration (every section, after defaults and command
+    line overrides) and, per profile, the plugins that run at each extension point."""
+    doc = config.effective()
+    for profile, fw in zip(doc["profiles"], frameworks.values()):
+        points = fw.describe()
+        points.pop("schedulerName")
+        profile["extensionPoints"] = points
+    return doc
 
 
 def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | None = None,
@@ -132,14 +165,8 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
     metrics = metrics or Metrics()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
-    handle = EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names,
-                          config.annotation_prefix, config.extender.http_timeout,
-                          term=leader.term if leader is not None else (lambda: 0))
+    handle = _handle(config, cache, writer, clock, leader)
     frameworks = build_frameworks(config, handle, registry, metrics)
-    if config.extender.ignorable and any(p.name == "Gang" for fw in frameworks.values() for p in fw.permit_plugins):
-        raise ConfigError([("extender.ignorable", "must be false with the Gang plugin: kube-scheduler binds a pod "
-                            "itself when an ignorable extender's bind fails, so a group denied in Permit would be "
-                            "bound in part")])
     engine = Engine(handle, frameworks, default_profile=config.profiles[0].scheduler_name, metrics=metrics,
                     explain=ExplainLog())
     metrics.watch_cache(cache.sizes)
@@ -178,7 +205,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     if background and config.orphan_interval > 0:
         threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),
                          name="orphan-collector", daemon=True).start()
-    log.info("extender configured", extra={"configuration": summary})
+    log.info("extender configured", extra={"source": config.source or "defaults",
+                                           "managed_resources": sorted(config.managed_names),
+                                           "profiles": [p.scheduler_name for p in config.profiles],
+                                           "verbs": ",".join(config.verbs().values())})
     return app
 
 

@@ -10,18 +10,23 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any, Callable, Sequence
 
 import yaml
 
 from extender import __version__
+from extender.cluster.kube.credentials import CredentialsError
 from extender.cluster.memory import MemoryCluster
 from extender.cluster.objects import ClusterFileError, load_file
 from extender.config.model import ConfigError, ExtenderConfig, load_config
+from extender.framework.durations import format_duration
 from extender.logs import setup_logging
+from extender.metrics import Metrics
 from extender.sim import cli as sim_cli
 
+log = logging.getLogger("extender.cli")
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kube-extender",
@@ -34,12 +39,15 @@ def _parser() -> argparse.ArgumentParser:
                                        "demo cluster is used.")
     serve.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
     serve.add_argument("--cluster", metavar="FILE|kube",
-                       help="'kube' to follow a real cluster (in-cluster credentials, or --kubeconfig), or a YAML "
-                            "file of Nodes and Pods to serve from memory (default: the embedded demo cluster)")
+                       help="'kube' to follow a real cluster (credentials: --kubeconfig, else in-cluster, else "
+                            "$KUBECONFIG, else ~/.kube/config), or a YAML file of Nodes and Pods to serve from "
+                            "memory (default: the embedded demo cluster)")
     serve.add_argument("--kubeconfig", metavar="FILE", help="with --cluster kube: use this kubeconfig")
     serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default: server.port, 8888)")
-    serve.add_argument("--threads", type=int, help="request threads (default: server.threads, 64)")
+    serve.add_argument("--threads", type=int,
+                       help="request threads of the gthread worker (default: server.threads, 64); refused with the "
+                            "gevent worker (the default), whose concurrency is server.connections")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="default: server.logLevel")
 
     config = sub.add_parser("config", help="work with the configuration",
@@ -73,7 +81,7 @@ def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str,
     entry["enableHTTPS"] = (url or e.url_prefix).startswith("https://")
     if e.tls_config:
         entry["tlsConfig"] = dict(e.tls_config)
-    entry["httpTimeout"] = _go_duration(e.http_timeout)
+    entry["httpTimeout"] = format_duration(e.http_timeout)
     entry["nodeCacheCapable"] = e.node_cache_capable
     entry["ignorable"] = e.ignorable
     entry["managedResources"] = [{"name": r.name, "ignoredByScheduler": r.ignored_by_scheduler}
@@ -81,14 +89,21 @@ def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str,
     return entry
 
 
-def _go_duration(seconds: float) -> str:
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{int(round(seconds * 1000))}ms"
+def load_checked(path: str | None) -> ExtenderConfig:
+    """The configuration file with every profile built as ``serve`` would build it. ConfigError
+    lists every problem at once: the schema's, and the plugins' of the profiles that parsed."""
+    from extender.app import checked, profile_problems
+
+    try:
+        return checked(load_config(path))
+    except ConfigError as exc:
+        if exc.partial is None:
+            raise
+        raise ConfigError(exc.problems + profile_problems(exc.partial), exc.source) from None
 
 
 def _print_scheduler(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_checked(args.config)
     entry = scheduler_entry(config, args.url)
     if args.full:
         doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
@@ -102,14 +117,11 @@ def _print_scheduler(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from extender.app import create_app
-
-    config = load_config(args.file)
-    create_app(config, source=MemoryCluster())  # builds every profile: plugin names and args
+    config = load_checked(args.file)
     profiles = ", ".join(p.scheduler_name for p in config.profiles)
     managed = ", ".join(sorted(config.managed_names)) or "(none)"
     print(f"{args.file}: ok (profiles: {profiles}; managed resources: {managed}; "
-          f"verbs: {', '.join(config.verbs())}; httpTimeout: {_go_duration(config.extender.http_timeout)})")
+          f"verbs: {', '.join(config.verbs())}; httpTimeout: {format_duration(config.extender.http_timeout)})")
     return 0
 
 
@@ -117,14 +129,28 @@ def _serve(args: argparse.Namespace) -> int:
     from extender.app import create_app
     from extender.server import ExtenderServer
 
-    config = load_config(args.config).with_server(host=args.host, port=args.port, threads=args.threads,
-                                                  log_level=args.log_level)
+    # Everything that can be refused is refused here, before forking, in one line each (a
+    # configuration: one line per problem) - never as a worker's traceback.
+    config = load_checked(args.config).with_server(host=args.host, port=args.port, threads=args.threads,
+                                                   log_level=args.log_level)
+    if args.threads is not None and config.server.worker != "gthread":
+        print(f"kube-extender: --threads applies to the gthread worker; the {config.server.worker} worker serves up "
+              f"to server.connections ({config.server.connections}) requests at once. Set server.worker: gthread "
+              "to use threads, or server.connections", file=sys.stderr)
+        return 2
     setup_logging(config.server.log_level, config.server.log_format)
     kube = args.cluster == "kube"
     cluster_file = None if kube else args.cluster
     if args.kubeconfig and not kube:
         print("kube-extender: --kubeconfig needs --cluster kube", file=sys.stderr)
         return 2
+    kubeconfig = None
+    if kube:
+        from extender.cluster.kube.credentials import find_credentials
+        credentials = find_credentials(args.kubeconfig)
+        log.info("kubernetes credentials", extra={"source": credentials.source,
+                                                  "kubeconfig": credentials.kubeconfig or "-"})
+        kubeconfig = credentials.kubeconfig or None
     # Parse the cluster file once, before forking: a bad file fails here with a clear message,
     # and the worker inherits the parsed objects instead of parsing them again.
     objects = load_file(cluster_file) if cluster_file else None
@@ -133,9 +159,10 @@ def _serve(args: argparse.Namespace) -> int:
         setup_logging(config.server.log_level, config.server.log_format)
         if kube:
             from extender.app import create_kube_app
-            return create_kube_app(config, kubeconfig=args.kubeconfig)
-        source = MemoryCluster(objects) if objects is not None else MemoryCluster.demo()
-        return create_app(config, source=source)
+            return create_kube_app(config, kubeconfig=kubeconfig)
+        metrics = Metrics()
+        source = MemoryCluster(objects, metrics=metrics) if objects is not None else MemoryCluster.demo()
+        return create_app(config, source=source, metrics=metrics)
 
     tls = config.server.tls
     ExtenderServer(factory, host=config.server.host, port=config.server.port, threads=config.server.threads,
@@ -150,9 +177,10 @@ def sim_wiring() -> sim_cli.Wiring:
     from extender.app import create_app
 
     def load_cluster(path: str | None) -> MemoryCluster:
-        return MemoryCluster.from_file(path) if path else MemoryCluster.demo()
+        # every Event is kept: the report tells the extender's evictions by them
+        return MemoryCluster.from_file(path, event_log=None) if path else MemoryCluster.demo(event_log=None)
 
-    return sim_cli.Wiring(load_config=load_config, create_app=create_app, scheduler_entry=scheduler_entry,
+    return sim_cli.Wiring(load_config=load_checked, create_app=create_app, scheduler_entry=scheduler_entry,
                           load_cluster=load_cluster, background=_background_passes,
                           user_errors=(ConfigError, ClusterFileError))
 
@@ -189,7 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.config_command == "scheduler":
             return _print_scheduler(args)
         return _check(args)
-    except (ConfigError, ClusterFileError) as exc:
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        count = len(exc.problems)
+        print(f"kube-extender: {exc.source or 'the configuration'} is not a valid configuration "
+              f"({count} problem{'s' if count != 1 else ''})", file=sys.stderr)
+        return 1
+    except (ClusterFileError, CredentialsError) as exc:
         print(f"kube-extender: {exc}", file=sys.stderr)
         return 1
 

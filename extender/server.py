@@ -12,6 +12,8 @@ are read and answered straight off the socket, every other request by gunicorn a
 
 from __future__ import annotations
 
+import logging
+import signal
 import ssl
 from typing import Any, Callable
 
@@ -21,6 +23,39 @@ from gunicorn.app.base import BaseApplication
 
 WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
 """gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
+
+
+def quit_once(worker: Any) -> None:
+    """gunicorn's ``post_worker_init`` hook: the worker quits on the first SIGINT or SIGQUIT and
+    ignores the next. Ctrl-C reaches the worker twice - from the terminal, and from the master
+    passing the shutdown on - and under gevent each quit signal starts a greenlet that exits the
+    process: the second one ran while the interpreter was shutting down and printed a
+    ``SystemExit`` traceback."""
+    quit_first = worker.handle_quit
+    quitting: list[int] = []
+
+    def handle_quit(sig: int, frame: Any) -> None:
+        if not quitting:
+            quitting.append(sig)
+            quit_first(sig, frame)
+
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, handle_quit)
+
+
+def give_logging_a_plain_lock(server: Any, worker: Any) -> None:
+    """gunicorn's ``worker_exit`` hook, last thing in the worker process.
+
+    gevent's monkey-patching gives the logging module a lock that asks gevent which greenlet is
+    running. When the process exits, Python clears gevent's modules before logging's and only then
+    drops the remaining logging handlers, whose clean-up (``logging._removeHandlerRef``) takes that
+    lock: gevent's functions are gone by then, and every shutdown printed a ``TypeError``
+    traceback. The worker has stopped serving here and nothing runs concurrently any more, so
+    logging gets back the kind of lock it had before the patch (the one gevent replaced)."""
+    from gevent import monkey
+
+    if monkey.is_module_patched("threading"):
+        logging._lock = monkey.get_original("_thread", "RLock")()  # type: ignore[attr-defined]
 
 
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
@@ -46,6 +81,8 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
+            "post_worker_init": quit_once,
+            "worker_exit": give_logging_a_plain_lock,
             **tls,
             **(extra or {}),
         }

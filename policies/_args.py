@@ -11,8 +11,9 @@ from extender.runtime.registry import ArgsError
 
 def parser(schema: type[Schema]) -> Callable[[Mapping[str, Any]], Any]:
     def parse(raw: Mapping[str, Any]) -> Any:
+        loader = schema()
         try:
-            return schema().load(raw)
+            return loader.load(raw)
         except ValidationError as exc:
-            raise ArgsError(exc.messages) from exc
+            raise ArgsError(exc.messages, loader) from exc
     return parse

@@ -17,9 +17,6 @@ from extender.cluster.memory import MemoryCluster  # noqa: E402
 from extender.config.model import parse_config  # noqa: E402
 from extender.framework.clock import FakeClock  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
 def config_of(**overrides: Any) -> Any:
     raw = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration", **overrides}
     return parse_config(raw)

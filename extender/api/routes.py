@@ -24,6 +24,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api import schemas, wire
+from extender.framework.interfaces import CapacityReporter
 from extender.framework.resources import format_milli
 from extender.metrics import Metrics
 from extender.runtime.engine import Engine, InvalidRequest
@@ -261,25 +262,46 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     def metrics_endpoint() -> Response:
         return Response(metrics.exposition(), mimetype="text/plain; version=0.0.4")
 
+    reporters: list[CapacityReporter] = []
+    for fw in sorted(engine.frameworks.values(), key=lambda f: f.profile_name != engine.default_profile):
+        reporters += [p for p in fw.filter_plugins if isinstance(p, CapacityReporter) and p not in reporters]
+
+    def node_view(info: Any) -> dict[str, Any]:
+        """One node of /debug/snapshot: the managed resources its status advertises, overridden by
+        what plugins account themselves (devices), per device too."""
+        totals = {r: (v, info.requested.get(r, 0)) for r, v in info.allocatable.items()}
+        totals.update({r: (0, v) for r, v in info.requested.items() if r not in totals})
+        devices: list[dict[str, Any]] = []
+        for plugin in reporters:
+            capacity = plugin.node_capacity(info)
+            if capacity is not None:
+                totals.update(capacity.resources)
+                devices.append({"plugin": plugin.name, "source": capacity.source,
+                                "resources": sorted(capacity.resources), "devices": list(capacity.devices)})
+        view: dict[str, Any] = {
+            "name": info.name,
+            "allocatable": {r: format_milli(t) for r, (t, _) in totals.items()},
+            "allocated": {r: format_milli(u) for r, (_, u) in totals.items()},
+            "free": {r: format_milli(t - u) for r, (t, u) in totals.items()},
+            "pods": [{"pod": p.key, "uid": p.uid, "priority": p.priority, "assumed": engine.cache.is_assumed(p.uid),
+                      "requests": {r: format_milli(v) for r, v in p.requests.items()}}
+                     for p in sorted(info.pods.values(), key=lambda p: p.key)],
+        }
+        if devices:
+            view["devices"] = devices
+        return view
+
     @app.get("/debug/snapshot")
     def debug_snapshot() -> Response:
         snap = engine.cache.snapshot()
         only = request.args.get("node")
-        nodes = []
-        chosen = ([n] if (n := snap.get(only)) is not None else []) if only else sorted(snap, key=lambda n: n.name)
-        for info in chosen:
-            if not only and not info.allocatable and not info.requested:
-                continue
-            nodes.append({
-                "name": info.name,
-                "allocatable": {r: format_milli(v) for r, v in info.allocatable.items()},
-                "allocated": {r: format_milli(v) for r, v in info.requested.items()},
-                "free": {r: format_milli(info.free(r)) for r in info.allocatable},
-                "pods": [{"pod": p.key, "uid": p.uid, "priority": p.priority,
-                          "assumed": engine.cache.is_assumed(p.uid),
-                          "requests": {r: format_milli(v) for r, v in p.requests.items()}}
-                         for p in sorted(info.pods.values(), key=lambda p: p.key)],
-            })
+        if only is not None and snap.get(only) is None:
+            return json_response({"error": "not found", "node": only,
+                                  "message": f"the extender has no node named {only!r}"}, 404)
+        if only is not None:
+            nodes = [node_view(snap.get(only))]
+        else:  # nodes with nothing managed are left out of the full listing
+            nodes = [v for v in (node_view(n) for n in sorted(snap, key=lambda n: n.name)) if v["allocatable"]]
         return json_response({"generation": snap.generation, "nodeCount": len(snap),
                               "managedResources": sorted(engine.handle.managed_resources),
                               "sizes": engine.cache.sizes(), "nodes": nodes})

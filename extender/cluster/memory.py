@@ -8,6 +8,11 @@ write. PodGroups (``scheduling.x-k8s.io``) are delivered like PodDisruptionBudge
 added, replaced and deleted directly (``add_pod_group``, ``delete_pod_group``). Every change is
 delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
 ``bind`` returns. Stored objects are never mutated: each write stores a copy.
+
+An object a sink refuses as malformed (a bad quantity, a status that is not an object) is
+skipped - logged and counted in ``skipped`` and, given ``metrics``, in
+``kube_extender_skipped_objects_total{kind}`` as the Kubernetes source counts it - and the rest
+is served.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from extender.cluster.objects import load_file, load_objects
 from extender.framework.disruption import selector_matches
 from extender.framework.handle import WriteError
 from extender.framework.views import TERMINAL_PHASES, pod_key
+from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +41,12 @@ def _key_of(obj: Mapping[str, Any]) -> str:
 
 
 class MemoryCluster:
-    def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None) -> None:
+    def __init__(self, objects: Mapping[str, list[dict[str, Any]]] | None = None, *,
+                 metrics: Metrics | None = None, event_log: int | None = 2000) -> None:
+        """``event_log``: how many recorded Events ``events`` keeps (None: all, as a simulation
+        whose report reads them needs; a long-running served cluster keeps the latest)."""
         objects = objects or {}
+        self.metrics = metrics
         self._lock = threading.RLock()
         self._rv = 0
         self._nodes: dict[str, dict[str, Any]] = {}
@@ -44,7 +54,7 @@ class MemoryCluster:
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
-        self.events: deque[dict[str, Any]] = deque(maxlen=2000)
+        self.events: deque[dict[str, Any]] = deque(maxlen=event_log)
         self.skipped = 0
         # The cluster takes ownership of the given objects (no copy: a 5,000-node file is big);
         # from then on, every write stores a fresh copy.
@@ -62,18 +72,18 @@ class MemoryCluster:
     # ---- construction -----------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | Path) -> MemoryCluster:
-        return cls(load_file(path))
+    def from_file(cls, path: str | Path, **options: Any) -> MemoryCluster:
+        return cls(load_file(path), **options)
 
     @classmethod
-    def from_text(cls, text: str, origin: str = "<cluster>") -> MemoryCluster:
-        return cls(load_objects(text, origin))
+    def from_text(cls, text: str, origin: str = "<cluster>", **options: Any) -> MemoryCluster:
+        return cls(load_objects(text, origin), **options)
 
     @classmethod
-    def demo(cls) -> MemoryCluster:
+    def demo(cls, **options: Any) -> MemoryCluster:
         """The embedded demo cluster shipped in the package."""
         text = importlib_resources.files("extender.cluster").joinpath("data/demo-cluster.yaml").read_text()
-        return cls.from_text(text, "demo-cluster.yaml")
+        return cls.from_text(text, "demo-cluster.yaml", **options)
 
     def _stamp(self, obj: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:
         """``obj`` (a private copy unless ``copy`` is False) with the next resourceVersion."""
@@ -104,9 +114,12 @@ class MemoryCluster:
     def _deliver(self, fn: Any, obj: Any, kind: str) -> None:
         try:
             fn(obj)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self.skipped += 1
-            log.warning("skipping malformed object", extra={"kind": kind, "object": _key_of(obj), "error": str(exc)})
+            if self.metrics is not None:
+                self.metrics.skipped.labels(kind=kind).inc()
+            name = _key_of(obj) if kind != "node" else str((obj.get("metadata") or {}).get("name"))
+            log.warning("skipping malformed object", extra={"kind": kind, "object": name, "error": str(exc)})
 
     def _publish_pod(self, pod: dict[str, Any]) -> None:
         for sink in list(self._sinks):
@@ -297,7 +310,13 @@ class MemoryCluster:
             self._pods[pod_key(namespace, name)] = stored
             self._publish_pod(stored)
 
-    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+                     related: Mapping[str, Any] | None = None) -> None:
         meta = obj.get("metadata") or {}
-        self.events.append({"object": f"{meta.get('namespace', '')}/{meta.get('name', '')}", "type": type_,
-                            "reason": reason, "message": message})
+        event = {"object": f"{meta.get('namespace', '')}/{meta.get('name', '')}", "uid": meta.get("uid", ""),
+                 "type": type_, "reason": reason, "message": message}
+        if related is not None:
+            other = related.get("metadata") or {}
+            event["related"] = {"object": f"{other.get('namespace') or 'default'}/{other.get('name', '')}",
+                                "uid": other.get("uid", "")}
+        self.events.append(event)

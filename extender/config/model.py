@@ -76,7 +76,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_l
 
 from extender.framework.interfaces import EXTENSION_POINTS
 from extender.framework.problems import flatten
-from extender.framework.durations import parse_duration
+from extender.framework.durations import format_duration, parse_duration
 from extender.framework.resources import QuantityError, milli
 from extender.runtime.profile import PluginRef, PluginSet, ProfileSpec
 
@@ -88,13 +88,21 @@ _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 
 
 class ConfigError(ValueError):
-    """An invalid configuration; ``problems`` pairs key paths with messages."""
+    """An invalid configuration; ``problems`` pairs key paths with messages, ``source`` names the
+    file. ``partial``: the configuration without the sections at fault, when it still parses, so
+    the callers that build profiles can report plugin problems in the same breath."""
 
-    def __init__(self, problems: list[tuple[str, str]], source: str = "") -> None:
+    def __init__(self, problems: list[tuple[str, str]], source: str = "",
+                 partial: ExtenderConfig | None = None) -> None:
         self.problems = problems
         self.source = source
-        head = f"invalid configuration{f' in {source}' if source else ''}"
-        super().__init__(head + ":\n" + "\n".join(f"  {path or '<root>'}: {msg}" for path, msg in problems))
+        self.partial = partial
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """One line per problem: ``FILE: key.path: message`` (the file and path when known)."""
+        where = f"{self.source}: " if self.source else ""
+        return [f"{where}{path or '<root>'}: {msg}" for path, msg in self.problems]
 
 
 class Duration(fields.Field):
@@ -309,8 +317,9 @@ class _Profile(_Strict):
 
 
 class _Config(_Strict):
-    apiVersion = fields.String(required=True, validate=validate.Equal(API_VERSION))
-    kind = fields.String(required=True, validate=validate.Equal(KIND))
+    apiVersion = fields.String(load_default=API_VERSION,
+                               validate=validate.Equal(API_VERSION, error=f"must be {API_VERSION}"))
+    kind = fields.String(load_default=KIND, validate=validate.Equal(KIND, error=f"must be {KIND}"))
     managedResources = fields.List(fields.Nested(_ManagedResource), required=True)
     annotationPrefix = fields.String(load_default="kube-extender.io/",
                                      validate=validate.Regexp(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$",
@@ -442,6 +451,8 @@ class ExtenderConfig:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     requeue: RequeueConfig = field(default_factory=RequeueConfig)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    source: str = field(default="", compare=False)
+    """The file it came from ("" for built-in defaults): problems found later name it."""
 
     @property
     def managed_names(self) -> frozenset[str]:
@@ -455,6 +466,44 @@ class ExtenderConfig:
         if not self.raw.get("extender", {}).get("urlPrefix"):
             link = replace(link, url_prefix=_default_url(server))
         return replace(self, server=server, extender=link)
+
+    def effective(self) -> dict[str, Any]:
+        """The whole configuration after defaults, in the file's own shape (durations as ``"30s"``,
+        sizes in bytes): what ``/debug/config`` shows. Nothing in the model is secret: TLS
+        settings are file paths, shown as configured, never the files' contents."""
+        e, s, le, a, rq, k = (self.extender, self.server, self.leader_election, self.admission, self.requeue,
+                              self.kubernetes)
+        d = format_duration
+        return {
+            "apiVersion": API_VERSION, "kind": KIND,
+            "managedResources": [{"name": r.name, "ignoredByScheduler": r.ignored_by_scheduler}
+                                 for r in self.managed_resources],
+            "annotationPrefix": self.annotation_prefix,
+            "extender": {"urlPrefix": e.url_prefix, "filterVerb": e.filter_verb, "prioritizeVerb": e.prioritize_verb,
+                         "preemptVerb": e.preempt_verb, "bindVerb": e.bind_verb, "weight": e.weight,
+                         "httpTimeout": d(e.http_timeout), "nodeCacheCapable": e.node_cache_capable,
+                         "ignorable": e.ignorable,
+                         "tlsConfig": {"caFile": "", "certFile": "", "keyFile": "", "serverName": "", "insecure": False,
+                                       **e.tls_config}},
+            "server": {"host": s.host, "port": s.port, "pathPrefix": s.path_prefix, "worker": s.worker,
+                       "connections": s.connections, "threads": s.threads, "maxRequestBytes": s.max_request_bytes,
+                       "logLevel": s.log_level, "logFormat": s.log_format,
+                       "tls": {"certFile": s.tls.cert_file, "keyFile": s.tls.key_file,
+                               "clientCAFile": s.tls.client_ca_file}},
+            "cache": {"assumedPodTTL": d(self.assumed_pod_ttl), "orphanCollectionInterval": d(self.orphan_interval)},
+            "leaderElection": {"enabled": le.enabled, "leaseName": le.lease_name, "leaseNamespace": le.lease_namespace,
+                               "leaseDuration": d(le.lease_duration), "renewDeadline": d(le.renew_deadline),
+                               "retryPeriod": d(le.retry_period)},
+            "admission": {"enabled": a.enabled, "gate": a.gate, "strategy": a.strategy, "interval": d(a.interval),
+                          "resync": d(a.resync), "holdTimeout": d(a.hold_timeout)},
+            "requeue": {"nudge": rq.nudge, "qps": rq.qps, "minInterval": d(rq.min_interval)},
+            "kubernetes": {"watchTimeout": d(k.watch_timeout), "events": k.events},
+            "profiles": [{"schedulerName": p.scheduler_name,
+                          "plugins": {point: {"enabled": [{"name": r.name, "weight": r.weight} for r in ps.enabled],
+                                              "disabled": list(ps.disabled)} for point, ps in p.plugins.items()},
+                          "pluginConfig": [{"name": name, "args": dict(args)} for name, args in p.plugin_args.items()]}
+                         for p in self.profiles],
+        }
 
     def verbs(self) -> dict[str, str]:
         """verb kind -> URL path segment, for the verbs that are enabled."""
@@ -478,16 +527,19 @@ def _profile(data: Mapping[str, Any]) -> ProfileSpec:
 
 
 def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
-    """Validate a decoded configuration document. Raises ConfigError naming every bad key.
-    Plugin names and args are validated when profiles are built (``extender.app``)."""
+    """Validate a decoded configuration document. Raises ConfigError naming every bad key (with a
+    "did you mean" for a misspelled one). Plugin names and args are validated when profiles are
+    built (``extender.app``), from the ``partial`` configuration too when other sections fail."""
     if raw is None:
-        raw = {"apiVersion": API_VERSION, "kind": KIND}
+        raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError([("", f"expected a mapping, got {type(raw).__name__}")], source)
+    schema = _Config()
     try:
-        data = _Config().load(raw)
+        data = schema.load(raw)
     except ValidationError as exc:
-        raise ConfigError(flatten(exc.messages), source) from exc
+        raise ConfigError(sorted(flatten(exc.messages, schema=schema)), source,
+                          _without(raw, exc.messages, source)) from exc
     s = data["server"]
     server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
                           s["logLevel"], s["logFormat"],
@@ -514,7 +566,19 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
                                   data["admission"]["resync"], data["admission"]["holdTimeout"]),
         requeue=RequeueConfig(data["requeue"]["nudge"], data["requeue"]["qps"], data["requeue"]["minInterval"]),
         raw=dict(raw),
+        source=source,
     )
+
+
+def _without(raw: Mapping[str, Any], messages: Any, source: str) -> ExtenderConfig | None:
+    """``raw`` minus the top-level sections at fault, parsed; None when the profiles are at fault
+    or the rest does not parse either."""
+    if not isinstance(messages, Mapping) or "profiles" in messages or "_schema" in messages:
+        return None
+    try:
+        return parse_config({k: v for k, v in raw.items() if k not in messages}, source)
+    except ConfigError:
+        return None
 
 
 def default_config() -> ExtenderConfig:

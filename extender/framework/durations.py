@@ -22,3 +22,11 @@ def parse_duration(value: Any) -> float:
     if value == "0":
         return 0.0
     raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as Kubernetes writes a duration: whole seconds as ``"5s"``, else milliseconds
+    (``"2500ms"``). ``parse_duration`` reads it back to the same value (to the millisecond)."""
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{int(round(seconds * 1000))}ms"

@@ -50,8 +50,10 @@ class ClusterWriter(Protocol):
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         """Set (or, with None, clear) the pod's ``status.nominatedNodeName``."""
 
-    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
-        """Record an Event about ``obj`` (best effort: never raises)."""
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+                     related: Mapping[str, Any] | None = None) -> None:
+        """Record an Event about ``obj`` (best effort: never raises). ``related``: a second pod the
+        event is about (the preemptor of a preempted pod), as kube-scheduler's Events name it."""
 
 
 class SnapshotView(Protocol):

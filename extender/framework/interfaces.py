@@ -14,7 +14,7 @@ checks which protocols a plugin satisfies when a profile enables it. Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.handle import SnapshotView
@@ -141,6 +141,27 @@ class PreemptionPlugin(Plugin, Protocol):
         """The preempt verb: given kube-scheduler's victims on ``node`` (already stripped of pods
         of equal or higher priority), return the victims to evict (a subset or a superset drawn
         from the node's pods, most important first) or a rejection to drop the node."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """Capacity a plugin accounts on a node beyond what the node's status advertises (devices
+    known from an annotation or labels), for the debug views and the simulator's report."""
+
+    resources: Mapping[str, tuple[int, int]]
+    """Resource name -> (total, in use), in milli-units like ``NodeInfo.allocatable``."""
+    devices: Sequence[Mapping[str, Any]] = ()
+    """Per device, JSON-able: id, health, used and total amounts, the pods holding it."""
+    source: str = ""
+    """Where the inventory came from (e.g. an annotation, or GPU Feature Discovery labels)."""
+
+
+@runtime_checkable
+class CapacityReporter(Plugin, Protocol):
+    """Not an extension point: a Filter plugin that accounts such capacity says what it sees."""
+
+    def node_capacity(self, node: NodeInfo) -> NodeCapacity | None:
+        """What the plugin accounts on ``node`` (None: nothing, e.g. no devices)."""
 
 
 EXTENSION_POINTS: dict[str, type] = {

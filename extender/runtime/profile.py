@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from extender.framework.handle import Handle
 from extender.framework.interfaces import EXTENSION_POINTS, Plugin
-from extender.framework.problems import as_text
+from extender.framework.problems import did_you_mean, flatten
 from extender.metrics import Metrics
 from extender.runtime.framework import Framework
 from extender.runtime.registry import ArgsError, Registry
@@ -41,33 +41,52 @@ class ProfileSpec:
 
 
 class ProfileError(ValueError):
-    """A profile that cannot be built. ``path`` is the configuration key path at fault."""
+    """A profile that cannot be built: ``problems`` pairs every configuration key path at fault
+    with its message; ``path`` and ``message`` are the first of them."""
 
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-        self.message = message
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("\n".join(f"{path}: {message}" for path, message in problems))
+        self.problems = problems
+        self.path, self.message = problems[0]
+
+
+def unknown_plugin(name: str, registry: Registry) -> str:
+    """The message for a plugin name the registry does not know: with the closest known name, or
+    the list of known names when none is close."""
+    return f"unknown plugin {name!r}" + (did_you_mean(name, registry.names())
+                                         or f" (known: {', '.join(registry.names())})")
 
 
 def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: Handle,
             path: str = "profile") -> dict[str, list[tuple[Plugin, int]]]:
-    """Instantiate the profile's plugins and order them per extension point."""
-    instances: dict[str, Plugin] = {}
+    """Instantiate the profile's plugins and order them per extension point. Every problem is
+    collected (each unknown name once, at its first mention) before ProfileError is raised."""
+    instances: dict[str, Plugin | None] = {}
+    problems: list[tuple[str, str]] = []
 
-    def instance(name: str, where: str) -> Plugin:
+    def instance(name: str, where: str) -> Plugin | None:
         if name in instances:
             return instances[name]
+        instances[name] = None
         plugin_spec = registry.get(name)
         if plugin_spec is None:
-            raise ProfileError(where, f"unknown plugin {name!r} (known: {', '.join(registry.names())})")
+            problems.append((where, unknown_plugin(name, registry)))
+            return None
         try:
             args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
         except ArgsError as exc:
-            raise ProfileError(f"{path}.pluginConfig[{name}].args", "; ".join(as_text(exc.messages))) from exc
+            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""), text)
+                            for key, text in flatten(exc.messages, schema=exc.schema))
+            return None
         instances[name] = plugin_spec.factory(args, handle)
         return instances[name]
 
     multi = spec.plugins.get("multiPoint", PluginSet())
+    for point in ("multiPoint", *EXTENSION_POINTS):
+        for i, name in enumerate(spec.plugins.get(point, PluginSet()).disabled):
+            if name != "*" and name not in registry and name not in instances:
+                instances[name] = None
+                problems.append((f"{path}.plugins.{point}.disabled[{i}]", unknown_plugin(name, registry)))
     disabled_multi = set(multi.disabled)
     points: dict[str, list[tuple[Plugin, int]]] = {}
     for point, proto in EXTENSION_POINTS.items():
@@ -79,26 +98,33 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
             if "*" in disabled or ref.name in disabled or ref.name in explicit:
                 continue
             plugin = instance(ref.name, f"defaults[{i}]")
-            if isinstance(plugin, proto):
+            if plugin is not None and isinstance(plugin, proto):
                 chosen.append((plugin, ref.weight))
         for i, ref in enumerate(multi.enabled):
-            plugin = instance(ref.name, f"{path}.plugins.multiPoint.enabled[{i}]")
-            if isinstance(plugin, proto) and ref.name not in explicit and all(p.name != ref.name for p, _ in chosen):
+            plugin = instance(ref.name, f"{path}.plugins.multiPoint.enabled[{i}].name")
+            if (plugin is not None and isinstance(plugin, proto) and ref.name not in explicit
+                    and all(p.name != ref.name for p, _ in chosen)):
                 chosen.append((plugin, ref.weight))
         for i, ref in enumerate(user.enabled):
             where = f"{path}.plugins.{point}.enabled[{i}]"
-            plugin = instance(ref.name, where)
+            plugin = instance(ref.name, f"{where}.name")
+            if plugin is None:
+                continue
             if not isinstance(plugin, proto):
-                raise ProfileError(where, f"plugin {ref.name!r} does not implement {point}")
+                problems.append((where, f"plugin {ref.name!r} does not implement {point}"))
+                continue
             chosen = [(p, w) for p, w in chosen if p.name != ref.name]
             chosen.append((plugin, ref.weight))
         points[point] = chosen
+    if problems:  # what follows judges the plugin sets, which are incomplete now
+        raise ProfileError(problems)
     if len(points["queueSort"]) != 1:
-        raise ProfileError(f"{path}.plugins.queueSort",
-                           f"exactly one QueueSort plugin must be enabled, got {[p.name for p, _ in points['queueSort']]}")
-    for plugin, weight in points["score"]:
-        if not 1 <= weight <= 100:
-            raise ProfileError(f"{path}.plugins.score", f"weight of {plugin.name} must be 1..100, got {weight}")
+        sorts = [p.name for p, _ in points["queueSort"]]
+        problems.append((f"{path}.plugins.queueSort", f"exactly one QueueSort plugin must be enabled, got {sorts}"))
+    problems.extend((f"{path}.plugins.score", f"weight of {plugin.name} must be 1..100, got {weight}")
+                    for plugin, weight in points["score"] if not 1 <= weight <= 100)
+    if problems:
+        raise ProfileError(problems)
     return points
 
 

@@ -15,11 +15,13 @@ from extender.framework.interfaces import Plugin
 
 
 class ArgsError(ValueError):
-    """Invalid plugin args. ``messages`` maps a key path to its problems (marshmallow-style)."""
+    """Invalid plugin args. ``messages`` maps a key path to its problems (marshmallow-style);
+    ``schema``, when given, is the schema that produced them (for "did you mean" hints)."""
 
-    def __init__(self, messages: Mapping[str, Any] | list[Any] | str) -> None:
+    def __init__(self, messages: Mapping[str, Any] | list[Any] | str, schema: Any = None) -> None:
         super().__init__(str(messages))
         self.messages = messages
+        self.schema = schema
 
 
 def _no_args(raw: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -2,7 +2,7 @@
 
 kube-scheduler retries a pod the extender rejected only after a cluster event (1.30+: any event;
 1.29: only events relevant to its own plugins that also rejected the pod, else the 5-minute
-flush; spec section 7). And its informer and the extender's watch do not see a change at the
+flush). And its informer and the extender's watch do not see a change at the
 same moment: kube-scheduler may retry a pod on a deletion the extender has not applied yet, get
 it rejected from that stale view, and put it back in its unschedulable pool with no further
 event coming - the pod then waits up to 5 minutes while the freed capacity sits idle, on every

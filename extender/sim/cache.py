@@ -1,6 +1,6 @@
 """The emulated scheduler's cache: nodes with the pods accounted on them, assumed pods included.
 
-Like kube-scheduler's cache (scheduling-framework.md "Cache and snapshot"): pods bound in the
+Like kube-scheduler's cache and its snapshots: pods bound in the
 cluster are added by the watch; a pod chosen by a scheduling cycle is **assumed** on its node at
 once, so the next cycle sees the capacity as taken while the binding cycle runs; the watch then
 confirms it (the assumed entry becomes a normal one), or a failed binding cycle **forgets** it.

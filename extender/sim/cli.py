@@ -182,7 +182,9 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
                             progress_every=max(args.progress_every, 0), progress_seconds=0 if args.quiet else 5.0)
     scheduler.close()
     managed = [r["name"] for r in entry.get("managedResources") or []]
-    report = build_report(scheduler, summary, managed=managed, extender_snapshot=_fetch_snapshot(transport, entry["urlPrefix"]))
+    report = build_report(scheduler, summary, managed=managed,
+                          extender_snapshot=_fetch_snapshot(transport, entry["urlPrefix"]),
+                          cluster_events=getattr(cluster, "events", ()))
     paths = write_outputs(report, args.out)
     if args.quiet:
         s = report["summary"]

@@ -2,7 +2,7 @@
 
 An :class:`ExtenderSpec` is one ``KubeSchedulerConfiguration.extenders[]`` entry
 (``kubescheduler.config.k8s.io/v1``) with the same fields and the same (non-)defaults
-(extender-protocol.md §2.1): ``weight`` has no default, ``httpTimeout`` 0 means 5 s,
+(§2.1): ``weight`` has no default, ``httpTimeout`` 0 means 5 s,
 ``nodeCacheCapable`` and ``ignorable`` default to false. :func:`SchedulerConfig.validate` applies
 kube-scheduler's ``validateExtenders`` (§2.2) and nothing more; :attr:`SchedulerConfig.ordered`
 is the call order after start-up (§2.3: ignorable extenders moved to the tail, stable

@@ -1,4 +1,4 @@
-"""Go ``encoding/json`` as kube-scheduler's HTTPExtender uses it (extender-protocol.md §1, §3.3).
+"""Go ``encoding/json`` as kube-scheduler's HTTPExtender uses it (§1, §3.3).
 
 Encoding (:func:`marshal`): ``json.Marshal`` output - compact, no trailing newline, ``<``, ``>``,
 ``&``, U+2028 and U+2029 escaped as ``\\u003c`` etc., maps (``map[string]...``) with sorted keys.

@@ -1,4 +1,4 @@
-"""DefaultPreemption's PostFilter with extenders (extender-protocol.md §6).
+"""DefaultPreemption's PostFilter with extenders (§6).
 
 :func:`find_candidates` is ``findCandidates`` + ``DryRunPreemption``: potential nodes are those
 whose status is ``Unschedulable`` (``UnschedulableAndUnresolvable`` never; nodes without a status,

@@ -1,5 +1,5 @@
-"""The scheduling queue (extender-protocol.md §7, scheduling-framework.md "PreEnqueue",
-"QueueSort"), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
+"""The scheduling queue (§7, and the framework's PreEnqueue and
+QueueSort points), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
 
 * **activeQ**: a heap by priority (higher first), then the pod's queue timestamp (PrioritySort).
 * **backoffQ**: pods whose backoff has not expired; backoff = ``podInitialBackoffSeconds``

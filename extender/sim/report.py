@@ -6,6 +6,14 @@ it. Utilization comes from the scheduler's own accounting (cpu, memory, pods and
 resource a node advertises); for the extender's managed resources the extender's
 ``/debug/snapshot`` numbers are used when given, and any disagreement with the scheduler's own
 accounting is listed under ``discrepancies`` (the two caches should agree once binds settle).
+Resources a plugin accounts per device (DeviceShare) come from the snapshot alone - nodes do not
+advertise them, and a device held whole counts as fully used, which no sum of requests says -
+and every device is listed with its use (``devices``).
+
+Preempted pods are those kube-scheduler's preemption deleted and those the extender evicted
+itself (ManagedPreemption): the emulator sees the latter only as deletions, so they are told
+apart from finished pods by the extender's ``Preempted`` Event on the pod, whose ``related``
+object is the preemptor (``cluster_events``, as ``MemoryCluster.events`` records them).
 
 The SVG is hand-written (no plotting dependency): one row per node, one bar per resource,
 filled by usage (green -> amber -> red, over-allocation in dark red with a "!"), bars of the
@@ -81,15 +89,34 @@ def _managed_from_snapshot(snapshot: Mapping[str, Any] | None) -> dict[str, dict
     return out
 
 
+def _devices_from_snapshot(snapshot: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Per node and accounting plugin, the devices of the extender's /debug/snapshot."""
+    return [{"node": node["name"], **entry} for node in (snapshot or {}).get("nodes") or []
+            for entry in node.get("devices") or []]
+
+
+def _evicted_by_extender(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Pod uid -> the preemptor's key, from ``Preempted`` Events that name it as ``related``."""
+    return {e["uid"]: e["related"]["object"] for e in events
+            if e.get("reason") == "Preempted" and e.get("uid") and isinstance(e.get("related"), Mapping)}
+
+
 def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence[str] = (),
-                 extender_snapshot: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 extender_snapshot: Mapping[str, Any] | None = None,
+                 cluster_events: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The report of a finished run (JSON-able). ``managed`` names the extender's managed
-    resources; ``extender_snapshot`` is its /debug/snapshot document, when reachable."""
+    resources; ``extender_snapshot`` is its /debug/snapshot document, when reachable;
+    ``cluster_events`` the Events recorded in the cluster (to find the extender's evictions)."""
     traces = list(scheduler.traces.values())
+    evicted = _evicted_by_extender(cluster_events)
+
+    def state(t: Any) -> str:
+        return "preempted" if t.state == "completed" and t.uid in evicted else str(t.state)
+
     bound = sorted((t for t in traces if t.state == "bound"), key=lambda t: t.key)
     pending = sorted((t for t in traces if t.state == "pending"), key=lambda t: t.key)
-    preempted = sorted((t for t in traces if t.state == "preempted"), key=lambda t: t.key)
-    completed = sorted((t for t in traces if t.state == "completed"), key=lambda t: t.key)
+    preempted = sorted((t for t in traces if state(t) == "preempted"), key=lambda t: t.key)
+    completed = sorted((t for t in traces if state(t) == "completed"), key=lambda t: t.key)
     deleted = sorted((t for t in traces if t.state == "deleted"), key=lambda t: t.key)
     queue_state = {qp.uid: qp.state for qp in scheduler.pending()}
 
@@ -99,13 +126,15 @@ def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence
         reasons.setdefault(text, []).append(t.key)
 
     ext_nodes = _managed_from_snapshot(extender_snapshot)
+    devices = _devices_from_snapshot(extender_snapshot)
+    by_device = {(d["node"], r) for d in devices for r in d.get("resources") or ()}
     managed = list(managed) or sorted({r for n in ext_nodes.values() for r in n})
     nodes_out = []
     totals: dict[str, dict[str, Any]] = {}
     discrepancies = []
     for node in sorted(scheduler.cache.nodes(), key=lambda n: n.name):
         resources: dict[str, dict[str, Any]] = {}
-        names = [r for r in managed if r in node.allocatable or node.requested.get(r)]
+        names = [r for r in managed if r in node.allocatable or node.requested.get(r) or (node.name, r) in by_device]
         names += [r for r in BASIC if r in node.allocatable]
         names += sorted(r for r in node.allocatable if r not in names and "/" in r)
         for r in names:
@@ -114,11 +143,13 @@ def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence
             source = "scheduler"
             ext = ext_nodes.get(node.name, {}).get(r)
             if r in managed and ext is not None:
-                if ext.get("allocated", 0) != used or ext.get("allocatable", alloc) != alloc:
+                per_device = (node.name, r) in by_device
+                if not per_device and (ext.get("allocated", 0) != used or ext.get("allocatable", alloc) != alloc):
                     discrepancies.append({"node": node.name, "resource": r,
                                           "extender": format_milli(ext.get("allocated", 0)),
                                           "scheduler": format_milli(used)})
-                alloc, used, source = ext.get("allocatable", alloc), ext.get("allocated", 0), "extender"
+                alloc, used = ext.get("allocatable", alloc), ext.get("allocated", 0)
+                source = "extender devices" if per_device else "extender"
             pods = []
             if r not in BASIC:
                 pods = [{"pod": p.key, "amount": p.requests.get(r, 0)} for p in
@@ -156,11 +187,13 @@ def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence
                      "gated": t.gated, "queue": queue_state.get(t.uid, "")} for t in pending],
         "pendingReasons": [{"reason": r, "pods": pods} for r, pods in
                            sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
-        "preempted": [{"pod": t.key, "node": t.node, "by": t.preempted_by} for t in preempted],
+        "preempted": [{"pod": t.key, "node": t.node, "by": t.preempted_by or evicted.get(t.uid, ""),
+                       "via": "extender" if t.uid in evicted else "kube-scheduler"} for t in preempted],
         "completed": [{"pod": t.key, "node": t.node} for t in completed],
         "deleted": [{"pod": t.key} for t in deleted],
         "utilization": {"managedResources": managed, "source": "extender /debug/snapshot" if ext_nodes else "scheduler",
                         "nodes": nodes_out, "totals": totals, "discrepancies": discrepancies},
+        "devices": devices,
         "latency": latency_table(scheduler.stats.snapshot()),
         "extenders": [{"urlPrefix": e.name, "filterVerb": e.spec.filter_verb, "prioritizeVerb": e.spec.prioritize_verb,
                        "preemptVerb": e.spec.preempt_verb, "bindVerb": e.spec.bind_verb, "weight": e.spec.weight,
@@ -201,7 +234,9 @@ def render_text(report: Mapping[str, Any]) -> str:
             lines.append(f"    {group['reason']}")
     if report["preempted"]:
         lines += ["", f"Preempted ({len(report['preempted'])}):"]
-        lines += _table([[p["pod"], f"on {p['node']}", f"by {p['by']}"] for p in report["preempted"]])
+        lines += _table([[p["pod"], f"on {p['node']}", f"by {p['by']}",
+                          "(evicted by the extender)" if p.get("via") == "extender" else ""]
+                         for p in report["preempted"]])
     if report["completed"]:
         lines += ["", f"Completed ({len(report['completed'])}): " + ", ".join(c["pod"] for c in report["completed"])]
     util = report["utilization"]
@@ -222,6 +257,18 @@ def render_text(report: Mapping[str, Any]) -> str:
         for d in util["discrepancies"]:
             lines.append(f"  ! {d['node']} {d['resource']}: extender accounts {d['extender']}, "
                          f"scheduler {d['scheduler']}")
+    if report.get("devices"):
+        lines += ["", "Devices (used/total per device; a device held whole is fully used):"]
+        rows = []
+        for entry in report["devices"]:
+            for i, d in enumerate(entry["devices"]):
+                origin = ", ".join(x for x in (d.get("product"), entry["source"]) if x)
+                where = f"{entry['node']} ({origin})" if i == 0 else ""
+                state = "whole" if d["exclusive"] else ("unhealthy" if not d["healthy"] else "")
+                rows.append([where, f"#{d['id']}", f"{d['memoryMiB']['used']}/{d['memoryMiB']['total']} MiB",
+                             f"{d['compute']['used']}/{d['compute']['total']}% compute", state,
+                             ", ".join(d["pods"])])
+        lines += _table(rows)
     if report["latency"]:
         lines += ["", "Extender calls (ms):"]
         rows = [["verb", "calls", "errors", "p50", "p99", "max"]]

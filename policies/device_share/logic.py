@@ -8,10 +8,18 @@ on a single device) or for *N whole devices* (exclusive). Nothing here does I/O.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 FULL_COMPUTE = 100
+
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_PRODUCT = "nvidia.com/gpu.product"
+"""Node labels of NVIDIA GPU Feature Discovery: devices on the node, memory of each in MiB, model."""
+
+_DECIMAL = re.compile(r"[0-9]+")
 
 
 class InventoryError(ValueError):
@@ -64,6 +72,23 @@ def parse_inventory(text: str | None) -> tuple[Device, ...]:
     else:
         raise InventoryError("devices must be a count or a list")
     return tuple(devices)
+
+
+def inventory_from_labels(labels: Mapping[str, Any]) -> tuple[Device, ...]:
+    """Uniform devices from NVIDIA GPU Feature Discovery labels: ``nvidia.com/gpu.count``
+    devices of ``nvidia.com/gpu.memory`` MiB each, full compute, all healthy. Without the count
+    label the node has no GFD inventory: no devices. Raises InventoryError when the labels are
+    there but unusable (not decimal integers, no memory label, memory 0)."""
+    count, memory = labels.get(GFD_COUNT), labels.get(GFD_MEMORY)
+    if count is None:
+        return ()
+    if not isinstance(count, str) or not _DECIMAL.fullmatch(count):
+        raise InventoryError(f"label {GFD_COUNT}={count!r} is not a device count")
+    if memory is None:
+        raise InventoryError(f"label {GFD_COUNT} without {GFD_MEMORY} (MiB per device)")
+    if not isinstance(memory, str) or not _DECIMAL.fullmatch(memory) or int(memory) == 0:
+        raise InventoryError(f"label {GFD_MEMORY}={memory!r} is not a positive number of MiB")
+    return tuple(Device(i, int(memory)) for i in range(int(count)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,36 +200,54 @@ def place(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack:
     return tuple(by_name[a.container] for a in asks)
 
 
-def explain_misfit(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage) -> tuple[bool, str]:
-    """Why ``place`` failed: (could evictions help?, per-node detail). Evictions cannot help when
-    the ask does not fit even on the idle node (too large for any device, too many devices)."""
+class Misfit(NamedTuple):
+    """Why ``place`` failed on a node."""
+
+    could_help: bool
+    """Could evictions help? Not when the ask does not fit even on the idle node."""
+    detail: str
+    short_of: str
+    """What is short, as the kind of ask: ``count`` (whole devices), ``memory`` or ``compute``."""
+
+
+def _kind(ask: Ask) -> str:
+    return "count" if ask.whole else ("memory" if ask.memory or not ask.compute else "compute")
+
+
+def explain_misfit(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage) -> Misfit:
+    """Why ``place`` failed (see :class:`Misfit`), with the per-node numbers."""
     healthy = [d for d in devices if d.healthy]
+    first = _kind(asks[0]) if asks else "memory"
     if not healthy:
-        return False, "no healthy devices"
+        return Misfit(False, "no healthy devices", first)
     empty = Usage()
     if place(asks, healthy, empty) is None:
         biggest = max(d.memory for d in healthy)
         for ask in asks:
             if ask.whole and ask.count > len(healthy):
-                return False, f"container {ask.container} asks for {ask.count} whole devices; node has {len(healthy)} healthy"
+                return Misfit(False, f"container {ask.container} asks for {ask.count} whole devices; node has "
+                                     f"{len(healthy)} healthy", "count")
             if not ask.whole and ask.memory > biggest:
-                return False, f"container {ask.container} asks for {ask.memory} MiB; largest device has {biggest} MiB"
-        return False, "the containers' asks do not fit together even on the idle node"
+                return Misfit(False, f"container {ask.container} asks for {ask.memory} MiB; largest device has "
+                                     f"{biggest} MiB", "memory")
+        return Misfit(False, "the containers' asks do not fit together even on the idle node", first)
     for ask in asks:
         if ask.whole:
             idle = sum(1 for d in healthy if usage.idle(d))
             if idle < ask.count:
-                return True, f"container {ask.container} needs {ask.count} idle devices; {idle} idle"
+                return Misfit(True, f"container {ask.container} needs {ask.count} idle devices; {idle} idle", "count")
         else:
             largest = max(usage.free_memory(d) for d in healthy)
             if largest < ask.memory:
                 total = sum(max(0, usage.free_memory(d)) for d in healthy)
                 frag = (f"; {total} MiB free in total across devices (fragmented)" if total >= ask.memory else "")
-                return True, f"no single device with {ask.memory} MiB free; largest free is {largest} MiB{frag}"
+                return Misfit(True, f"no single device with {ask.memory} MiB free; largest free is {largest} MiB{frag}",
+                              "memory")
             most = max(usage.free_compute(d) for d in healthy)
             if most < ask.compute:
-                return True, f"no single device with {ask.compute}% compute free; most free is {most}%"
-    return True, "the containers' asks do not fit together on the free devices"
+                return Misfit(True, f"no single device with {ask.compute}% compute free; most free is {most}%",
+                              "compute")
+    return Misfit(True, "the containers' asks do not fit together on the free devices", first)
 
 
 def device_score(grants: Sequence[Grant], devices: Sequence[Device], usage: Usage, binpack: bool) -> int:

@@ -20,7 +20,7 @@ from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
-from extender.framework.interfaces import Victim
+from extender.framework.interfaces import NodeCapacity, Victim
 from extender.framework.resources import QuantityError, milli
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
@@ -47,7 +47,7 @@ class DeviceShare:
         self._reserved: dict[str, tuple[str, tuple[logic.Grant, ...]]] = {}
         self._version = 0
         self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
-        self._bad_inventory: set[str] = set()
+        self._bad_inventory: set[tuple[str, str, str]] = set()
 
     # ---- reading pods and nodes -------------------------------------------------------------
 
@@ -75,13 +75,31 @@ class DeviceShare:
         return asks  # type: ignore[no-any-return]
 
     def inventory(self, node: NodeInfo) -> tuple[logic.Device, ...]:
+        """The node's devices: its inventory annotation, else NVIDIA GPU Feature Discovery's
+        labels. A malformed source is logged (once per node and text) and ignored."""
+        return self._inventory(node)[0]
+
+    def _inventory(self, node: NodeInfo) -> tuple[tuple[logic.Device, ...], str]:
+        """(devices, where they came from: ``annotation``, ``gpu-feature-discovery`` or ``""``)."""
+        text = node.annotations.get(self.inventory_key)
+        if text:
+            try:
+                return logic.parse_inventory(text), "annotation"
+            except logic.InventoryError as exc:
+                self._warn_once(node.name, f"annotation {self.inventory_key}", text, exc)
         try:
-            return logic.parse_inventory(node.annotations.get(self.inventory_key))
+            devices = logic.inventory_from_labels(node.labels)
         except logic.InventoryError as exc:
-            if node.name not in self._bad_inventory:
-                self._bad_inventory.add(node.name)
-                log.warning("ignoring a malformed device inventory", extra={"node": node.name, "error": str(exc)})
-            return ()
+            self._warn_once(node.name, "GPU Feature Discovery labels", "", exc)
+            return (), ""
+        return devices, ("gpu-feature-discovery" if devices else "")
+
+    def _warn_once(self, node: str, source: str, text: str, exc: Exception) -> None:
+        key = (node, source, text or str(exc))
+        if key not in self._bad_inventory:
+            self._bad_inventory.add(key)
+            log.warning("ignoring a malformed device inventory", extra={"node": node, "source": source,
+                                                                       "error": str(exc)})
 
     def _grants_of(self, pod: PodInfo, node_name: str) -> tuple[logic.Grant, ...] | None:
         reserved = self._reserved.get(pod.uid)
@@ -142,6 +160,36 @@ class DeviceShare:
                 self._memo[node.name] = (memo_key, result)
             return result
 
+    def node_capacity(self, node: NodeInfo) -> NodeCapacity | None:
+        """Per device: memory and compute used of total (a device held whole counts as fully
+        used), the pods holding it, the model when GPU Feature Discovery names it; per node, the
+        sums over healthy devices, with the count resource as busy devices of healthy ones. None
+        for a node without devices."""
+        devices, usage, _ = self.node_devices(node)
+        if not devices:
+            return None
+        source = self._inventory(node)[1]
+        product = str(node.labels.get(logic.GFD_PRODUCT) or "") if source == "gpu-feature-discovery" else ""
+        rows = []
+        totals = {"memory": [0, 0], "compute": [0, 0], "count": [0, 0]}
+        for d in devices:
+            whole = d.id in usage.exclusive
+            memory = d.memory if whole else usage.memory.get(d.id, 0)
+            compute = d.compute if whole else usage.compute.get(d.id, 0)
+            holders = usage.holders.get(d.id, [])
+            rows.append({"id": d.id, **({"product": product} if product else {}), "healthy": d.healthy,
+                         "exclusive": whole, "memoryMiB": {"used": memory, "total": d.memory},
+                         "compute": {"used": compute, "total": d.compute},
+                         "pods": sorted(node.pods[u].key if u in node.pods else u for u in holders)})
+            if d.healthy:
+                for kind, used, total in (("memory", memory, d.memory), ("compute", compute, d.compute),
+                                          ("count", int(bool(holders) or whole), 1)):
+                    totals[kind][0] += total
+                    totals[kind][1] += used
+        a = self.args
+        names = {"memory": a.memory_resource, "compute": a.compute_resource, "count": a.count_resource}
+        return NodeCapacity({names[k]: (t * 1000, u * 1000) for k, (t, u) in totals.items()}, rows, source)
+
     # ---- extension points -------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -150,16 +198,28 @@ class DeviceShare:
             return Status()
         devices, usage, _ = self.node_devices(node, exclude=pod.uid)
         if not devices:
-            return Status.unresolvable("node(s) had no shareable devices", detail="no device inventory annotation")
+            return Status.unresolvable("node(s) had no shareable devices",
+                                       detail=f"no device inventory: neither the {self.inventory_key} annotation "
+                                              f"nor the {logic.GFD_COUNT} label")
         grants = logic.place(asks, devices, usage, self.args.binpack)
         if grants is not None:
             state.write(f"{NAME}/grants/{node.name}", grants)
             return Status()
-        could_help, detail = logic.explain_misfit(asks, devices, usage)
-        if could_help:
-            return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device",
-                                        detail=detail)
-        return Status.unresolvable("node(s) had no device large enough", detail=detail)
+        misfit = logic.explain_misfit(asks, devices, usage)
+        if misfit.could_help:
+            return self._insufficient(misfit)
+        if misfit.short_of == "count":
+            return Status.unresolvable("node(s) had too few devices", detail=misfit.detail)
+        return Status.unresolvable("node(s) had no device large enough", detail=misfit.detail)
+
+    def _insufficient(self, misfit: logic.Misfit) -> Status:
+        """Unschedulable, naming the resource that is short as pods ask for it: whole devices
+        (``countResource``) or a share of one device (``memoryResource``, ``computeResource``)."""
+        a = self.args
+        if misfit.short_of == "count":
+            return Status.unschedulable(f"Insufficient {a.count_resource}", detail=misfit.detail)
+        resource = a.compute_resource if misfit.short_of == "compute" else a.memory_resource
+        return Status.unschedulable(f"Insufficient {resource} on any single device", detail=misfit.detail)
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         """What can make room for a pod this plugin rejected: capacity freed, or a node added or
@@ -211,9 +271,7 @@ class DeviceShare:
             devices, usage, _ = self.node_devices(node, exclude=pod.uid)
             grants = logic.place(asks, devices, usage, self.args.binpack)
             if grants is None:
-                _, detail = logic.explain_misfit(asks, devices, usage)
-                return Status.unschedulable(f"Insufficient {self.args.memory_resource} on any single device",
-                                            detail=detail)
+                return self._insufficient(logic.explain_misfit(asks, devices, usage))
             self._reserved[pod.uid] = (node_name, grants)
             self._version += 1
         state.write(f"{NAME}/reserved", grants)
@@ -247,7 +305,7 @@ class DeviceShare:
         extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims], protected)
         if extra is None:
             return [], Status.unresolvable("evicting lower-priority pods would not free a device",
-                                           detail=logic.explain_misfit(asks, devices, logic.Usage())[1])
+                                           detail=logic.explain_misfit(asks, devices, logic.Usage()).detail)
         chosen = list(victims) + [Victim(uid, node.pods.get(uid)) for uid in extra]
         return sorted(chosen, key=_importance), Status()
 

@@ -1,8 +1,8 @@
 """ManagedPreemption: a PostFilter that preempts for the managed resources itself.
 
 kube-scheduler never calls the preempt verb when the only shortage is a resource it ignores
-(``ignoredByScheduler: true``): its dry run finds the pod fits everywhere without victims (spec
-section 13, item 4). So when no node passes the extender's Filter, this plugin does what
+(``ignoredByScheduler: true``): its dry run finds the pod fits everywhere without victims (seen with
+the real kube-scheduler). So when no node passes the extender's Filter, this plugin does what
 DefaultPreemption would: it considers the nodes that rejected the pod as Unschedulable (never
 UnschedulableAndUnresolvable ones), picks victims and a node by ``logic``, evicts the victims
 through the Eviction API with their grace period (PodDisruptionBudgets are enforced there: a
@@ -81,7 +81,7 @@ class ManagedPreemption:
             evicted += 1
             writer.record_event(victim.raw, type_="Normal", reason="Preempted",
                                 message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
-                                        f"{candidate.node}")
+                                        f"{candidate.node}", related=pod.raw)
         try:
             writer.set_nominated_node(pod.namespace, pod.name, candidate.node)
         except WriteError as exc:

@@ -184,7 +184,7 @@ def mode_ids(files: list[str]) -> list[str]:
 def test_ci_values_cover_the_required_setups() -> None:
     assert SECOND and STANDALONE
     want = {"default", "second-scheduler", "tls-client-verification", "ha", "networkpolicy-servicemonitor",
-            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue"}
+            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue", "nvidia"}
     assert want <= set(CI_IDS)
 
 
@@ -487,7 +487,7 @@ def test_features_gang_puts_the_gang_plugin_and_its_args_in_every_profile(values
     given = given_profiles(v)
     assert [p["schedulerName"] for p in config["profiles"]] == [p["schedulerName"] for p in given]
     parsed, described = effective(config, tmp_path)
-    points = {p["schedulerName"]: p for p in described["profiles"]}
+    points = {p["schedulerName"]: p["extensionPoints"] for p in described["profiles"]}
     g = v["gang"]
     chart_args = {"permitTimeout": g["permitTimeout"], "backoff": g["backoff"], "reservationTimeout": g["reservationTimeout"]}
     for mine, theirs, spec in zip(config["profiles"], given, parsed.profiles):
@@ -517,6 +517,32 @@ def test_features_gang_puts_the_gang_plugin_and_its_args_in_every_profile(values
         assert args.permit_timeout == seconds(want.get("permitTimeout", "3s"))
         assert args.backoff == seconds(want.get("backoff", "10s"))
         assert args.reservation_timeout == seconds(want.get("reservationTimeout", "15s"))
+
+
+@needs_helm
+def test_nvidia_values_render_the_documented_gpu_configuration(tmp_path: Path) -> None:
+    """ci/nvidia-values.yaml is docs/examples/nvidia-extender.yaml as chart values: the rendered
+    configuration manages the same resources with the same profile, kube-scheduler is told to
+    count nvidia.com/gpu itself, DeviceShare and ManagedPreemption run, and the extender may evict."""
+    values = str(CHART / "ci" / "nvidia-values.yaml")
+    v = values_of(values)
+    docs = rendered(values)
+    config = extender_config(docs, v)
+    example = yaml.safe_load((REPO / "docs" / "examples" / "nvidia-extender.yaml").read_text())
+    assert config["managedResources"] == example["managedResources"]
+    (profile,) = config["profiles"]
+    assert {k: profile[k] for k in ("schedulerName", "plugins", "pluginConfig")} == example["profiles"][0]
+    _, described = effective(config, tmp_path)
+    points = described["profiles"][0]["extensionPoints"]
+    assert points["filter"] == ["DeviceShare"] and points["postFilter"] == ["ManagedPreemption"]
+    assert "NodeResources" not in points["score"][0]["name"]
+    text = notes(values)
+    entry = yaml.safe_load(text[text.index(ENTRY_HEADER):].split("\n\n", 1)[0])["extenders"][0]
+    assert entry["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False},
+                                         {"name": "kube-extender.io/gpu-memory", "ignoredByScheduler": True},
+                                         {"name": "kube-extender.io/gpu-compute", "ignoredByScheduler": True}]
+    rules = one(docs, "ClusterRole", fullname(v))["rules"]
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in rules
 
 
 @needs_helm

@@ -49,11 +49,13 @@ def test_simulate_the_sample_workload_on_the_demo_cluster(tmp_path: Path, capsys
     assert bound["ml/trainer-0"] == "gpu-node-2"
     # the high-priority pod preempted the low-priority batch pod through the extender's preempt verb
     assert bound["ml/urgent"] == "gpu-node-3"
-    assert report["preempted"] == [{"pod": "ml/batch-low-1", "node": "gpu-node-3", "by": "ml/urgent"}]
+    assert report["preempted"] == [{"pod": "ml/batch-low-1", "node": "gpu-node-3", "by": "ml/urgent",
+                                    "via": "kube-scheduler"}]
     (preemption,) = report["preemptions"]
     assert set(preemption["candidates"]) == {"gpu-node-3", "cpu-node-1"}
     assert preemption["extenders"][0]["kept"] == {"gpu-node-3": ["6d656d6f-0000-4000-8000-0000000000b1"]}
-    # a GPU-only shortage never reaches the preempt verb (§13.4): trainer-1 stays pending
+    # a shortage of an ignoredByScheduler resource alone never reaches the preempt verb (kube-scheduler's
+    # dry run finds no victim): trainer-1 stays pending
     (pending,) = report["pending"]
     assert pending["pod"] == "ml/trainer-1" and "Insufficient example.com/gpu" in pending["reason"]
     assert {c["pod"] for c in report["completed"]} == {"ml/batch-0", "ml/batch-1", "ml/batch-2"}

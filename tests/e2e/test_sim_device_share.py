@@ -410,8 +410,8 @@ def test_stream_never_overcommits_a_device(stream_results: dict[str, Any], strat
     per_node: dict[str, int] = defaultdict(int)
     for (node, _), (m, _, _) in use.items():
         per_node[node] += m
-    assert {n["name"]: int(n["allocated"].get(MEM, "0")) for n in snap["nodes"] if n["allocated"].get(MEM)} == \
-        dict(per_node)
+    allocated = {n["name"]: int(n["allocated"].get(MEM, "0")) for n in snap["nodes"]}
+    assert {name: m for name, m in allocated.items() if m} == dict(per_node)
 
 
 def test_binpack_fills_fewer_devices_than_spread(stream_results: dict[str, Any]) -> None:

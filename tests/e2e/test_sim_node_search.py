@@ -1,4 +1,4 @@
-"""How many nodes extenders see, and in which order (extender-protocol.md §4.1-§4.2)."""
+"""How many nodes extenders see, and in which order (§4.1-§4.2 in ``extender.sim``)."""
 
 from __future__ import annotations
 

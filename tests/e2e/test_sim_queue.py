@@ -1,4 +1,4 @@
-"""Queue behaviour around extenders (extender-protocol.md §5.3, §7, §13.6, §13.8), in virtual time."""
+"""Queue behaviour around extenders (§5.3, §7, §13.6, §13.8 in ``extender.sim``), in virtual time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream's ``TestSchedulerExtender`` (extender-protocol.md §8.1), through the emulator.
+"""Upstream's ``TestSchedulerExtender`` (§8.1 in ``extender.sim``), through the emulator.
 
 machine1..5 (pods capacity 32); three test extenders as in upstream - ext1 (weight 3,
 non-cache) keeps machine1/2/3 and favours machine2; ext2 (weight 4, non-cache, the binder,

@@ -1,4 +1,4 @@
-"""Upstream's extender unit scenarios (extender-protocol.md §8.2), each run twice: the fake
+"""Upstream's extender unit scenarios (§8.2 in ``extender.sim``), each run twice: the fake
 extenders called in-process (callable transport) and behind a real HTTP server (sockets,
 Go-shaped JSON both ways).
 

@@ -1,5 +1,5 @@
 """What the emulated kube-scheduler puts on the wire, and how strictly it reads replies
-(extender-protocol.md §1, §3, §6.2, §13.1-§13.2).
+(§1, §3, §6.2, §13.1-§13.2 in ``extender.sim``).
 
 Requests are captured on a real socket (a recording HTTP server forwarding to kube-extender
 in-process) and compared with the bodies captured from kube-scheduler v1.36

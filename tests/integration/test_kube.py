@@ -336,6 +336,25 @@ def test_rejections_become_aggregated_events(api: FakeApiServer) -> None:
         ext.stop()
 
 
+def test_a_preempted_event_names_the_preemptor_as_related(api: FakeApiServer) -> None:
+    api.create(pod("victim", 1))
+    api.create(pod("boss", 1))
+    ext = Extender(api, events=True)
+    try:
+        victim, boss = api.get("Pod", "default", "victim"), api.get("Pod", "default", "boss")
+        ext.writer.record_event(victim, type_="Normal", reason="Preempted", message="Preempted by pod default/boss",
+                                related=boss)
+        assert ext.events is not None
+        ext.events.flush()
+        (event,) = [e for e in ext.client.get("/apis/events.k8s.io/v1/namespaces/default/events")["items"]
+                    if e.get("reason") == "Preempted"]
+        assert (event["regarding"]["name"], event["regarding"]["uid"]) == ("victim", victim["metadata"]["uid"])
+        assert (event["related"]["kind"], event["related"]["name"], event["related"]["uid"]) == \
+            ("Pod", "boss", boss["metadata"]["uid"])
+    finally:
+        ext.stop()
+
+
 def test_admission_removes_only_the_extenders_gate_through_the_api(api: FakeApiServer) -> None:
     gated = pod("gated", 1)
     gated["spec"]["schedulingGates"] = [{"name": "other.io/quota"}, {"name": "kube-extender.io/admission"}]

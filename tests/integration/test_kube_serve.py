@@ -5,6 +5,7 @@ leader answering the verbs while the other reports not ready; killing the leader
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -53,7 +54,9 @@ def api(tmp_path: Path) -> Iterator[FakeApiServer]:
         server.stop()
 
 
-def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool) -> tuple[subprocess.Popen[bytes], int]:
+def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool,
+          kubeconfig_from_env: bool = False) -> tuple[subprocess.Popen[bytes], int]:
+    """``kubeconfig_from_env``: the kubeconfig in $KUBECONFIG instead of --kubeconfig."""
     kubeconfig = api.kubeconfig(tmp_path / f"{name}.kubeconfig")
     config = tmp_path / f"{name}.yaml"
     config.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"
@@ -61,9 +64,13 @@ def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool) 
                       "renewDeadline: 2s, retryPeriod: 500ms}\n")
     port = free_port()
     exe = Path(sys.executable).parent / "kube-extender"
-    proc = subprocess.Popen([str(exe), "serve", "--cluster", "kube", "--kubeconfig", str(kubeconfig),
+    credentials = [] if kubeconfig_from_env else ["--kubeconfig", str(kubeconfig)]
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    if kubeconfig_from_env:
+        env["KUBECONFIG"] = str(kubeconfig)
+    proc = subprocess.Popen([str(exe), "serve", "--cluster", "kube", *credentials,
                              "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "wb"))
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "wb"), env=env)
     return proc, port
 
 
@@ -79,7 +86,7 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 @pytest.mark.slow
 def test_serve_against_the_api_server_binds_for_real(api: FakeApiServer, tmp_path: Path) -> None:
-    proc, port = serve(api, tmp_path, "single", leader_election=False)
+    proc, port = serve(api, tmp_path, "single", leader_election=False, kubeconfig_from_env=True)
     try:
         wait_for(lambda: call(port, "/readyz")[0] == 200, timeout=20, what="ready")
         the_pod = api.get("Pod", "default", "p")
@@ -93,6 +100,8 @@ def test_serve_against_the_api_server_binds_for_real(api: FakeApiServer, tmp_pat
         assert snap["nodes"][0]["allocated"] == {"example.com/gpu": "2"}
     finally:
         stop(proc)
+    log = (tmp_path / "single.log").read_text()
+    assert f"msg=\"kubernetes credentials\" source=$KUBECONFIG kubeconfig={tmp_path / 'single.kubeconfig'}" in log
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
-"""The real server (``kube-extender serve``: gunicorn, one gthread worker) over real HTTP/1.1.
+"""The real server (``kube-extender serve``: gunicorn, one worker) over real HTTP/1.1.
 
-Each test starts its own server on a free port from a cluster file in ``data/`` (copies, so the
-suite does not depend on ../shared) and stops it with SIGTERM in the fixture's finalizer; a server
-that does not exit in time is killed with its process group, so nothing is left behind.
+Each test starts its own server on a free port from a cluster file in ``data/`` and stops it with
+SIGTERM in the fixture's finalizer; a server that does not exit in time is killed with its
+process group, so nothing is left behind. ``tests/tools/wire_check.py`` is a black-box checker of
+the extender contract run against such a server.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import SHARED
 
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parent / "data"
 SMOKE = DATA / "smoke-cluster.yaml"
 CAPACITY = DATA / "capacity-cluster.yaml"
-WIRE_CHECK = SHARED / "tools" / "wire_check.py"
+WIRE_CHECK = Path(__file__).resolve().parents[1] / "tools" / "wire_check.py"
 GPU = "example.com/gpu"
 SMOKE_NODES = ["node-a", "node-b", "node-c", "node-d"]
 TRAINER_0 = "5b0c0d00-0000-4000-8000-000000000002"
@@ -189,11 +189,9 @@ def get_json(server: Server, path: str) -> Any:
         conn.close()
 
 
-# ---- the shared black-box checker ----------------------------------------------------------------
+# ---- the black-box checker ------------------------------------------------------------------------
 
 def test_wire_check_passes(serve: Callable[..., Server]) -> None:
-    if not WIRE_CHECK.exists():
-        pytest.skip(f"{WIRE_CHECK} is absent")
     server = serve(SMOKE)  # fresh, default configuration, as the checker requires
     done = subprocess.run([sys.executable, str(WIRE_CHECK), server.base], capture_output=True, text=True, timeout=60)
     lines = done.stdout.strip().splitlines()

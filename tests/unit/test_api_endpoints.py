@@ -534,6 +534,43 @@ def test_debug_snapshot(env: Env) -> None:
     assert [p["pod"] for p in by_name["full"]["pods"]] == ["default/high-full", "default/low-full"]
 
 
+@pytest.mark.parametrize("node", ["nope", "", "free "])
+def test_debug_snapshot_of_an_unknown_node_is_404_naming_it(env: Env, node: str) -> None:
+    resp = env.client.get("/debug/snapshot", query_string={"node": node})
+    assert resp.status_code == 404 and resp.mimetype == "application/json"
+    body = resp.get_json()
+    assert body["error"] == "not found" and body["node"] == node and repr(node) in body["message"]
+
+
+def test_debug_snapshot_of_a_node_without_managed_resources_is_shown_when_asked(env: Env) -> None:
+    snap = env.client.get("/debug/snapshot?node=cpu-only").get_json()
+    assert [(n["name"], n["allocatable"], n["pods"]) for n in snap["nodes"]] == [("cpu-only", {}, [])]
+    assert "cpu-only" not in [n["name"] for n in env.client.get("/debug/snapshot").get_json()["nodes"]]
+
+
+def test_debug_snapshot_shows_devices_per_device_and_per_node(make_app: Callable[..., Any]) -> None:
+    """DeviceShare on a GPU Feature Discovery node: the device resources are not in the node's
+    status, yet the snapshot shows their totals and use, and each device."""
+    mem, compute, count = "example.com/gpu-memory", "example.com/gpu-compute", "example.com/gpu"
+    node = make_node("gpu-1").obj()
+    node["metadata"]["labels"].update({"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "24576",
+                                       "nvidia.com/gpu.product": "NVIDIA-L4"})
+    held = make_pod("infer").uid("u-infer").req(**{mem: 8192, compute: 30}).node("gpu-1").obj()
+    app, _ = make_app([node], [held], managedResources=[{"name": r} for r in (mem, compute, count)],
+                      profiles=[{"schedulerName": "default-scheduler", "plugins": {
+                          "multiPoint": {"enabled": [{"name": "DeviceShare"}], "disabled": ["NodeResources"]}}}])
+    (view,) = app.test_client().get("/debug/snapshot").get_json()["nodes"]
+    assert view["allocatable"] == {mem: "49152", compute: "200", count: "2"}
+    assert view["allocated"] == {mem: "8192", compute: "30", count: "1"}
+    assert view["free"] == {mem: "40960", compute: "170", count: "1"}
+    (devices,) = view["devices"]
+    assert (devices["plugin"], devices["source"]) == ("DeviceShare", "gpu-feature-discovery")
+    assert devices["resources"] == sorted([mem, compute, count])
+    assert [(d["id"], d["product"], d["memoryMiB"], d["compute"], d["pods"]) for d in devices["devices"]] == [
+        (0, "NVIDIA-L4", {"used": 8192, "total": 24576}, {"used": 30, "total": 100}, ["default/infer"]),
+        (1, "NVIDIA-L4", {"used": 0, "total": 24576}, {"used": 0, "total": 100}, [])]
+
+
 def test_debug_pod_explains_the_last_filter(env: Env) -> None:
     env.filter(P1, [*ALL, "ghost"])
     resp = env.client.get("/debug/pods/default/p1")
@@ -568,9 +605,44 @@ def test_debug_pod_unknown_is_404_json(env: Env, path: str) -> None:
 def test_debug_config(env: Env) -> None:
     cfg = env.client.get("/debug/config").get_json()
     assert cfg["managedResources"] == [{"name": GPU, "ignoredByScheduler": True}]
-    assert cfg["extender"]["verbs"] == {v: v for v in VERBS}
+    assert {v: cfg["extender"][f"{v}Verb"] for v in VERBS} == {v: v for v in VERBS}
     assert cfg["extender"]["nodeCacheCapable"] is True
     assert [p["schedulerName"] for p in cfg["profiles"]] == ["default-scheduler"]
+    assert cfg["profiles"][0]["extensionPoints"]["filter"] == ["NodeResources"]
+
+
+def _schema_keys(schema: Any, doc: Any, path: str = "") -> list[str]:
+    """Keys the configuration schema defines that ``doc`` lacks (every section, every key)."""
+    from marshmallow import fields
+    missing = []
+    for name, f in schema.fields.items():
+        if name not in doc:
+            missing.append(f"{path}{name}")
+        elif isinstance(f, fields.Nested) and name != "plugins":  # plugins: only the points configured
+            missing += _schema_keys(f.schema, doc[name], f"{path}{name}.")
+    return missing
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"server": {"worker": "gthread", "threads": 8, "tls": {"certFile": "/tls/c", "keyFile": "/tls/k"}},
+     "cache": {"assumedPodTTL": "1m30s"}, "leaderElection": {"enabled": True, "leaseDuration": "20s"},
+     "admission": {"strategy": "StrictFIFO"}, "requeue": {"nudge": True, "minInterval": "250ms"},
+     "kubernetes": {"watchTimeout": "1m", "events": False},
+     "extender": {"tlsConfig": {"caFile": "/ca"}, "weight": 5},
+     "profiles": [{"schedulerName": "gpu", "plugins": {"score": {"enabled": [{"name": "NodeResources", "weight": 3}]}},
+                   "pluginConfig": [{"name": "NodeResources", "args": {"scoringStrategy": {"type": "LeastAllocated"}}}]}]},
+], ids=["defaults", "every-section-set"])
+def test_debug_config_is_the_whole_effective_configuration(make_app: Callable[..., Any], overrides: dict) -> None:
+    """Every section and key of the configuration, after defaults; read back, it is the same
+    configuration (so nothing is missing or shown differently from how a file says it)."""
+    from extender.config.model import _Config, parse_config
+    app, _ = make_app(nodes(), pods(), **overrides)
+    cfg = app.test_client().get("/debug/config").get_json()
+    assert _schema_keys(_Config(), cfg) == []
+    for profile in cfg["profiles"]:
+        assert set(profile.pop("extensionPoints")) >= {"filter", "score", "bind"}
+    assert parse_config(cfg) == app.extensions["kube_extender"].config
 
 
 # ---- internal failures ------------------------------------------------------------------------------
@@ -685,7 +757,8 @@ def test_configured_verbs_and_prefix_are_served(make_app: Callable[..., Any], pr
         assert resp.status_code == 200, (kind, resp.get_data(as_text=True))
         if prefix != "/scheduler" or segment != kind:
             assert env.post(f"/scheduler/{kind}", bodies[kind], prefix=None).status_code == 404
-    assert env.client.get("/debug/config").get_json()["extender"]["verbs"] == segments
+    described = env.client.get("/debug/config").get_json()["extender"]
+    assert {k: described[f"{k}Verb"] for k in segments} == segments
     assert env.post(f"{prefix}/filtr", {"Pod": P1, "NodeNames": ["free"]}, prefix=None).get_json()["NodeNames"] == ["free"]
 
 

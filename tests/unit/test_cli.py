@@ -67,3 +67,98 @@ def test_help_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert exit_.value.code == 0
     assert "usage" in capsys.readouterr().out
+
+
+BAD_PLUGINS = """\
+profiles:
+- schedulerName: default-scheduler
+  plugins: {multiPoint: {enabled: [{name: DeviceShar}, {name: Gnag}]}}
+"""
+
+
+@pytest.mark.parametrize("argv", [["config", "check"], ["serve", "--port", "1", "--config"],
+                                  ["config", "scheduler", "--config"]], ids=["check", "serve", "scheduler"])
+def test_a_bad_configuration_is_one_line_per_problem_and_no_traceback(capsys: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path, argv: list[str]) -> None:
+    """`serve --config` refuses the file before starting anything, with the report `config check`
+    prints: every problem on its own line naming the file and key, then one summary line."""
+    cfg = write(tmp_path, BAD_PLUGINS)
+    assert main([*argv, str(cfg)]) == 1
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [
+        f"{cfg}: profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)",
+        f"{cfg}: profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin 'Gnag' (did you mean Gang?)",
+        f"kube-extender: {cfg} is not a valid configuration (2 problems)",
+    ]
+    assert "Traceback" not in out.out + out.err
+
+
+def test_threads_with_the_gevent_worker_is_refused_not_ignored(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    assert main(["serve", "--threads", "8", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--threads applies to the gthread worker" in err
+    assert "server.connections (2000)" in err
+
+
+def test_serve_outside_a_cluster_without_credentials_fails_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["serve", "--cluster", "kube", "--port", "1"]) == 1
+    out = capsys.readouterr()
+    (line,) = out.err.splitlines()
+    assert line.startswith("kube-extender: no Kubernetes credentials: ") and "--kubeconfig FILE" in line
+    assert str(tmp_path / ".kube" / "config") in line
+
+
+def kubeconfig(path: Path, server: str = "https://k8s.example:6443") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    return path
+
+
+@pytest.mark.parametrize("explicit, env_kubeconfig, home_config, source", [
+    pytest.param(True, True, True, "--kubeconfig", id="--kubeconfig first"),
+    pytest.param(False, True, True, "$KUBECONFIG", id="then $KUBECONFIG"),
+    pytest.param(False, False, True, "~/.kube/config", id="then ~/.kube/config"),
+])
+def test_credentials_outside_a_cluster_fall_back_in_kubectls_order(tmp_path: Path, explicit: bool,
+                                                                    env_kubeconfig: bool, home_config: bool,
+                                                                    source: str) -> None:
+    from extender.cluster.kube.credentials import find_credentials
+    paths = {"--kubeconfig": kubeconfig(tmp_path / "explicit.yaml"),
+             "$KUBECONFIG": kubeconfig(tmp_path / "env.yaml"),
+             "~/.kube/config": kubeconfig(tmp_path / "home" / ".kube" / "config")}
+    env = {"KUBECONFIG": str(paths["$KUBECONFIG"])} if env_kubeconfig else {}
+    found = find_credentials(str(paths["--kubeconfig"]) if explicit else None, env, tmp_path / "home")
+    assert (found.source, found.kubeconfig) == (source, str(paths[source]))
+
+
+def test_in_cluster_credentials_come_before_kubeconfig_files(tmp_path: Path) -> None:
+    from extender.cluster.kube.credentials import CredentialsError, find_credentials
+    token = tmp_path / "token"
+    token.write_text("secret")
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443",
+           "KUBECONFIG": str(kubeconfig(tmp_path / "env.yaml"))}
+    with pytest.raises(CredentialsError, match="in-cluster credentials are unusable"):
+        find_credentials(None, env, tmp_path, token=str(token))  # chosen, then refused: no CA file here
+    assert find_credentials(None, {k: v for k, v in env.items() if k != "KUBERNETES_SERVICE_HOST"},
+                            tmp_path, token=str(token)).source == "$KUBECONFIG"
+
+
+@pytest.mark.parametrize("text, problem", [("a: [\n", "while parsing"), ("apiVersion: v1\nkind: Config\n",
+                                                                         "current-context")])
+def test_a_broken_kubeconfig_is_one_sentence(tmp_path: Path, text: str, problem: str) -> None:
+    from extender.cluster.kube.credentials import CredentialsError, find_credentials
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(CredentialsError) as err:
+        find_credentials(None, {"KUBECONFIG": str(bad)}, tmp_path)
+    assert "\n" not in str(err.value) and problem in str(err.value) and "(from $KUBECONFIG)" in str(err.value)

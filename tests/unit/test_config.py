@@ -52,18 +52,78 @@ def test_wrong_kind_and_api_version() -> None:
     from extender.config.model import parse_config
     with pytest.raises(ConfigError) as err:
         parse_config({"apiVersion": "v1", "kind": "Pod"})
-    assert {p for p, _ in err.value.problems} == {"apiVersion", "kind"}
+    assert err.value.problems == [("apiVersion", "must be kube-extender.io/v1alpha1"),
+                                  ("kind", "must be ExtenderConfiguration")]
+
+
+def test_api_version_and_kind_are_optional_as_the_readme_says() -> None:
+    """The README promises every key is optional; a file of just the keys one changes works."""
+    from extender.config.model import parse_config
+    config = parse_config({"server": {"port": 9000}}, "small.yaml")
+    assert config.server.port == 9000 and config.effective()["apiVersion"] == "kube-extender.io/v1alpha1"
+    assert config.effective()["kind"] == "ExtenderConfiguration"
+
+
+BAD_FILE = """\
+managedResources: [{name: example.com/gpu}]
+servr: {port: 9000}
+server: {prot: 1, logLevel: loud}
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint: {enabled: [{name: DeviceShar}, {name: Gnag}], disabled: [NodeResorces]}
+    filtr: {}
+- schedulerName: gpu
+  plugins:
+    postFilter: {enabled: [{name: ManagedPremption}]}
+  pluginConfig:
+  - name: NodeResources
+    args: {scoringStrategy: {typ: MostAllocated}}
+  - name: Gost
+"""
+
+
+SCHEMA_PROBLEMS = ["servr: unknown key (did you mean server?)",
+                   "server.prot: unknown key (did you mean port?)",
+                   "server.logLevel: Must be one of: debug, info, warning, error."]
+
+
+@pytest.mark.parametrize("text, more", [
+    pytest.param(BAD_FILE, ["profiles[0].plugins.filtr: unknown key (did you mean filter?)"],
+                 id="the profiles do not parse: their plugins cannot be judged yet"),
+    pytest.param(BAD_FILE.replace("    filtr: {}\n", ""), [
+        "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)",
+        "profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin 'Gnag' (did you mean Gang?)",
+        "profiles[0].plugins.multiPoint.disabled[0]: unknown plugin 'NodeResorces' (did you mean NodeResources?)",
+        "profiles[1].plugins.postFilter.enabled[0].name: unknown plugin 'ManagedPremption' "
+        "(did you mean ManagedPreemption?)",
+        "profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: DefaultBinder, DeviceShare, Gang, "
+        "ManagedPreemption, NodeResources, PrioritySort)",
+        "profiles[1].pluginConfig[NodeResources].args.scoringStrategy.typ: unknown key (did you mean type?)",
+    ], id="the profiles parse: every plugin problem comes with the others"),
+])
+def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Path, text: str,
+                                                                   more: list[str]) -> None:
+    """Schema problems do not hide plugin problems, every unknown plugin is named (not only the
+    first of a profile), each problem is one line with the file and the key path, and a
+    misspelled key or plugin name gets the name it was probably meant to be."""
+    from extender.cli import load_checked
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_checked(str(path))
+    assert sorted(err.value.lines()) == sorted(f"{path}: {line}" for line in SCHEMA_PROBLEMS + more)
 
 
 @pytest.mark.parametrize("profile, path", [
     ({"schedulerName": "s", "plugins": {"filter": {"enabled": [{"name": "Nope"}]}}},
-     "profiles[0].plugins.filter.enabled[0]"),
+     "profiles[0].plugins.filter.enabled[0].name"),
     ({"schedulerName": "s", "pluginConfig": [{"name": "NodeResources", "args": {"scoringStrategy": {"type": "Fast"}}}]},
-     "profiles[0].pluginConfig[NodeResources].args"),
-    ({"schedulerName": "s", "pluginConfig": [{"name": "Ghost", "args": {}}]}, "profiles[0].pluginConfig[Ghost]"),
+     "profiles[0].pluginConfig[NodeResources].args.scoringStrategy.type"),
+    ({"schedulerName": "s", "pluginConfig": [{"name": "Ghost", "args": {}}]}, "profiles[0].pluginConfig[Ghost].name"),
     ({"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}},
       "pluginConfig": [{"name": "Gang", "args": {"reservationTimeout": "0s"}}]},
-     "profiles[0].pluginConfig[Gang].args"),
+     "profiles[0].pluginConfig[Gang].args.reservationTimeout"),
     ({"schedulerName": "s", "pluginConfig": [{"name": "PrioritySort", "args": {"x": 1}}]},
      "profiles[0].pluginConfig[PrioritySort].args"),
 ])

@@ -80,15 +80,53 @@ def test_unhealthy_devices_are_never_used() -> None:
     assert logic.place([Ask("a", 12000)], devices, Usage()) is None
 
 
-@pytest.mark.parametrize("asks, usage, could_help, fragment", [
-    ([Ask("a", 8192)], used(d0=12288, d1=12288), True,
+def computing(percent: int) -> Usage:
+    """Both devices running a compute share of ``percent`` (and no memory)."""
+    u = Usage()
+    u.add("busy", [Grant("c", (0,), 0, percent), Grant("d", (1,), 0, percent)])
+    return u
+
+
+@pytest.mark.parametrize("asks, usage, could_help, short_of, fragment", [
+    ([Ask("a", 8192)], used(d0=12288, d1=12288), True, "memory",
      "no single device with 8192 MiB free; largest free is 4096 MiB; 8192 MiB free in total across devices (fragmented)"),
-    ([Ask("a", 32768)], Usage(), False, "asks for 32768 MiB; largest device has 16384 MiB"),
-    ([Ask("a", count=3)], Usage(), False, "asks for 3 whole devices; node has 2 healthy"),
+    ([Ask("a", 32768)], Usage(), False, "memory", "asks for 32768 MiB; largest device has 16384 MiB"),
+    ([Ask("a", count=3)], Usage(), False, "count", "asks for 3 whole devices; node has 2 healthy"),
+    ([Ask("a", count=2)], used(d1=1024), True, "count", "container a needs 2 idle devices; 1 idle"),
+    ([Ask("a", 1024, compute=60)], computing(50), True, "compute", "no single device with 60% compute free"),
 ])
-def test_misfit_explanations(asks: list[Ask], usage: Usage, could_help: bool, fragment: str) -> None:
-    help_, detail = logic.explain_misfit(asks, devs(16384, 16384), usage)
-    assert help_ is could_help and fragment in detail
+def test_misfit_explanations(asks: list[Ask], usage: Usage, could_help: bool, short_of: str, fragment: str) -> None:
+    misfit = logic.explain_misfit(asks, devs(16384, 16384), usage)
+    assert misfit.could_help is could_help and misfit.short_of == short_of and fragment in misfit.detail
+
+
+# ---- NVIDIA GPU Feature Discovery labels -----------------------------------------------------------
+
+GFD = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.memory": "24576", "nvidia.com/gpu.product": "NVIDIA-L4",
+       "nvidia.com/gpu.present": "true"}
+
+
+@pytest.mark.parametrize("labels, expected", [
+    pytest.param(GFD, tuple(Device(i, 24576) for i in range(4)), id="four devices of 24 GiB"),
+    pytest.param({"nvidia.com/gpu.count": "0", "nvidia.com/gpu.memory": "81920"}, (), id="zero devices"),
+    pytest.param({"kubernetes.io/hostname": "cpu-1"}, (), id="not a GFD node"),
+    pytest.param({"nvidia.com/gpu.memory": "81920"}, (), id="memory without count: no inventory"),
+])
+def test_inventory_from_gfd_labels(labels: dict[str, str], expected: tuple[Device, ...]) -> None:
+    assert logic.inventory_from_labels(labels) == expected
+
+
+@pytest.mark.parametrize("labels, problem", [
+    ({"nvidia.com/gpu.count": "four", "nvidia.com/gpu.memory": "16384"}, "is not a device count"),
+    ({"nvidia.com/gpu.count": "-1", "nvidia.com/gpu.memory": "16384"}, "is not a device count"),
+    ({"nvidia.com/gpu.count": "2"}, "without nvidia.com/gpu.memory"),
+    ({"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "16GB"}, "is not a positive number of MiB"),
+    ({"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "0"}, "is not a positive number of MiB"),
+    ({"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "16384.5"}, "is not a positive number of MiB"),
+])
+def test_malformed_gfd_labels_are_refused_by_name(labels: dict[str, str], problem: str) -> None:
+    with pytest.raises(logic.InventoryError, match=problem):
+        logic.inventory_from_labels(labels)
 
 
 # ---- victims -------------------------------------------------------------------------------------
@@ -227,6 +265,74 @@ def test_preempt_at_device_level_adds_victims_on_that_node() -> None:
     decisions = engine.preempt(share_pod("hi", 8192, priority=100),
                                {"a": Candidate([("u-cpu-victim", None)], 0)})
     assert decisions["a"].victims == ["u-low-b", "u-cpu-victim"], "the most recently started, most important first"
+
+
+def gfd_node(name: str, count: str = "2", memory: str = "16384", **annotations: str) -> dict[str, Any]:
+    n = make_node(name).obj()
+    n["metadata"]["labels"] = {**n["metadata"].get("labels", {}), "nvidia.com/gpu.count": count,
+                               "nvidia.com/gpu.memory": memory, "nvidia.com/gpu.product": "NVIDIA-A10"}
+    if annotations:
+        n["metadata"]["annotations"] = annotations
+    return n
+
+
+@pytest.mark.parametrize("node, fits_12g, source", [
+    pytest.param(gfd_node("n"), True, "gpu-feature-discovery", id="GFD labels alone"),
+    pytest.param(gfd_node("n", **{INVENTORY: json.dumps({"devices": 1, "memoryMiB": 8192})}), False, "annotation",
+                 id="the annotation wins over the labels"),
+    pytest.param(gfd_node("n", **{INVENTORY: "{broken"}), True, "gpu-feature-discovery",
+                 id="a malformed annotation is ignored: the labels count"),
+    pytest.param(gfd_node("n", memory="16GB"), None, "", id="malformed labels: no devices, no crash"),
+    pytest.param(gfd_node("n", count="lots"), None, "", id="malformed count: no devices, no crash"),
+])
+def test_inventory_from_gfd_labels_through_the_engine(node: dict[str, Any], fits_12g: bool | None, source: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    engine, _ = engine_over([node], [])
+    outcome = engine.filter(share_pod("p", 12288), ["n"])
+    if fits_12g is None:
+        assert outcome.unresolvable == {"n": "node(s) had no shareable devices"}
+        assert any(r.getMessage() == "ignoring a malformed device inventory" for r in caplog.records)
+    else:
+        assert outcome.feasible == (["n"] if fits_12g else [])
+    plugin = engine.frameworks["default-scheduler"].filter_plugins[0]
+    capacity = plugin.node_capacity(engine.cache.snapshot().get("n"))
+    assert (capacity.source if capacity is not None else "") == source
+
+
+@pytest.mark.parametrize("pod, reason", [
+    pytest.param(make_pod("p").uid("u-p").req(**{COUNT: 2}).obj(), "Insufficient example.com/gpu",
+                 id="whole devices: the count resource"),
+    pytest.param(share_pod("p", 10240), "Insufficient example.com/gpu-memory on any single device",
+                 id="a memory share"),
+    pytest.param(share_pod("p", 1024, compute=60), "Insufficient example.com/gpu-compute on any single device",
+                 id="a compute share"),
+])
+def test_a_rejection_names_the_resource_the_pod_is_short_of(pod: dict[str, Any], reason: str) -> None:
+    """Node a: device 0 holds an 8 GiB share at 50% compute, device 1 a 12 GiB share at 50%."""
+    held = [share_pod("x", 8192, compute=50, node="a"), share_pod("y", 12288, compute=50, node="a")]
+    engine, _ = engine_over([gpu_node("a", {"devices": 2, "memoryMiB": 16384})], held)
+    assert engine.filter(pod, ["a"]).failed == {"a": reason}
+
+
+def test_node_capacity_per_device_and_summed_per_node() -> None:
+    """Placed deterministically (whole devices first, at the lowest id; shares best-fit): device 0
+    is held whole, device 1 holds two shares, device 2 is idle, device 3 is unhealthy. Used/total
+    per device, and per node the sums over healthy devices (a device held whole is fully used;
+    the count resource counts busy devices)."""
+    whole = make_pod("w").uid("u-w").req(**{COUNT: 1}).node("a").obj()
+    held = [share_pod("x", 4096, compute=20, node="a"), share_pod("y", 2048, node="a"), whole]
+    engine, _ = engine_over([gpu_node("a", {"devices": 4, "memoryMiB": 16384, "unhealthy": [3]})], held)
+    plugin = engine.frameworks["default-scheduler"].filter_plugins[0]
+    capacity = plugin.node_capacity(engine.cache.snapshot().get("a"))
+    assert [(d["id"], d["memoryMiB"], d["compute"], d["exclusive"], d["pods"]) for d in capacity.devices] == [
+        (0, {"used": 16384, "total": 16384}, {"used": 100, "total": 100}, True, ["default/w"]),
+        (1, {"used": 6144, "total": 16384}, {"used": 20, "total": 100}, False, ["default/x", "default/y"]),
+        (2, {"used": 0, "total": 16384}, {"used": 0, "total": 100}, False, []),
+        (3, {"used": 0, "total": 16384}, {"used": 0, "total": 100}, False, []),
+    ]
+    assert [d["healthy"] for d in capacity.devices] == [True, True, True, False]
+    assert dict(capacity.resources) == {MEM: (3 * 16384 * 1000, (6144 + 16384) * 1000),
+                                        COMPUTE: (300 * 1000, 120 * 1000), COUNT: (3000, 2000)}
 
 
 def test_preempt_drops_a_node_where_devices_cannot_be_freed() -> None:

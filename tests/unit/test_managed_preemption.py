@@ -61,6 +61,8 @@ def test_preempts_the_lowest_priority_victim_and_nominates() -> None:
     assert cluster.get_pod("default", "hi")["status"]["nominatedNodeName"] == "a"
     reasons = [(e["object"], e["reason"]) for e in cluster.events]
     assert ("default/low-a1", "Preempted") in reasons and ("default/hi", "Preempting") in reasons
+    (preempted,) = [e for e in cluster.events if e["reason"] == "Preempted"]
+    assert preempted["related"] == {"object": "default/hi", "uid": "u-hi"}, "the preemptor, as kube-scheduler names it"
 
 
 def test_freed_capacity_is_held_against_lower_priority_pods() -> None:

@@ -1,6 +1,6 @@
 """Property tests: Go-shaped filter/prioritize requests against random clusters, and garbage.
 
-Every reply must satisfy the extender contract (spec sections 1, 3.3, 3.6, 12): HTTP 200, exact
+Every reply must satisfy the extender contract (§1, §3.3, §3.6, §12 in ``extender.sim``): HTTP 200, exact
 field names, survivors a subset of the input, every input node accounted for exactly once,
 integer scores 0..10, and never a 500 for bad input (400 with a JSON body instead).
 """

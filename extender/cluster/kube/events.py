@@ -28,6 +28,13 @@ def _micro_time(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _reference(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The ObjectReference of a pod, from its metadata."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
+            "namespace": str(meta.get("namespace") or "default"), "uid": str(meta.get("uid") or ""),
+            "resourceVersion": meta.get("resourceVersion")}
+
+
 @dataclass
 class _Series:
     name: str
@@ -45,16 +52,18 @@ class EventRecorder:
         self.instance = instance or uuid.uuid4().hex[:8]
         self.window = window
         self.burst = burst
-        self._queue: queue.Queue[tuple[Mapping[str, Any], str, str, str, float]] = queue.Queue(queue_size)
+        self._queue: queue.Queue[tuple[Mapping[str, Any], str, str, str, float, Mapping[str, Any] | None]] = \
+            queue.Queue(queue_size)
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._budget: dict[str, list[float]] = {}
         self.dropped = 0
         self._thread = threading.Thread(target=self._loop, name="event-recorder", daemon=True)
         self._thread.start()
 
-    def record(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+    def record(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+               related: Mapping[str, Any] | None = None) -> None:
         try:
-            self._queue.put_nowait((obj, type_, reason, message[:1024], time.time()))
+            self._queue.put_nowait((obj, type_, reason, message[:1024], time.time(), related))
         except queue.Full:
             self.dropped += 1
 
@@ -67,15 +76,16 @@ class EventRecorder:
 
     def _loop(self) -> None:
         while True:
-            obj, type_, reason, message, at = self._queue.get()
+            obj, type_, reason, message, at, related = self._queue.get()
             try:
-                self._write(obj, type_, reason, message, at)
+                self._write(obj, type_, reason, message, at, related)
             except ApiError as exc:
                 log.warning("event not recorded", extra={"reason": reason, "error": str(exc)})
             except Exception:  # noqa: BLE001 - the recorder must survive anything
                 log.exception("event recorder failed")
 
-    def _write(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, at: float) -> None:
+    def _write(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, at: float,
+               related: Mapping[str, Any] | None = None) -> None:
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
         uid = str(meta.get("uid") or "")
@@ -95,15 +105,17 @@ class EventRecorder:
             return
         self._budget[key[0]] = recent + [at]
         name = f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}"
-        self.client.post(events, {
+        event = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
             "eventTime": _micro_time(at), "type": type_, "reason": reason, "note": message,
             "action": "Scheduling", "reportingController": f"{self.component}.io/{self.component}",
             "reportingInstance": f"{self.component}-{self.instance}",
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "namespace": namespace,
-                          "uid": uid, "resourceVersion": meta.get("resourceVersion")},
-        })
+            "regarding": _reference(meta),
+        }
+        if related is not None:
+            event["related"] = _reference(related.get("metadata") or {})
+        self.client.post(events, event)
         self._series[key] = _Series(name, namespace, 1, at, at)
         if len(self._series) > 10000:
             for old in [k for k, s in self._series.items() if at - s.first >= self.window]:

@@ -136,6 +136,7 @@ class KubeWriter:
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         self.patch_pod(namespace, name, {"status": {"nominatedNodeName": node}}, status=True)
 
-    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+    def record_event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+                     related: Mapping[str, Any] | None = None) -> None:
         if self.events is not None and self.may_write():
-            self.events.record(obj, type_=type_, reason=reason, message=message)
+            self.events.record(obj, type_=type_, reason=reason, message=message, related=related)
