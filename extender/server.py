@@ -8,7 +8,12 @@ faster than the threaded worker (see README "Performance"). gunicorn's gevent wo
 standard library before the app is built, so the engine's threads, locks and events become
 cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``): filter and prioritize
 are read and answered straight off the socket, every other request by gunicorn as before.
-``gthread`` (a pool of ``threads``, no fast lane) remains available."""
+``gthread`` (a pool of ``threads``, no fast lane) remains available.
+
+On SIGTERM gunicorn stops accepting, lets the requests in flight finish (``graceful_timeout``),
+and the worker calls ``on_exit(app)`` before it exits (gunicorn's ``worker_exit`` hook, in the
+worker process that built the app): that is where the app gives up its lease. The master then
+exits with status 0."""
 
 from __future__ import annotations
 
@@ -26,8 +31,11 @@ WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, app_factory: Callable[[], Flask], *, host: str, port: int, threads: int,
                  log_level: str = "info", cert_file: str = "", key_file: str = "", client_ca_file: str = "",
-                 worker: str = "gevent", connections: int = 2000, extra: dict[str, Any] | None = None) -> None:
+                 worker: str = "gevent", connections: int = 2000, on_exit: Callable[[Flask], None] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         self.app_factory = app_factory
+        self.on_exit = on_exit
+        self.app: Flask | None = None  # built in the worker process (preload_app is off)
         tls: dict[str, Any] = {}
         if cert_file:
             tls = {"certfile": cert_file, "keyfile": key_file}
@@ -46,6 +54,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
+            "worker_exit": self._worker_exit,
             **tls,
             **(extra or {}),
         }
@@ -57,4 +66,9 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> Flask:
-        return self.app_factory()
+        self.app = self.app_factory()
+        return self.app
+
+    def _worker_exit(self, arbiter: Any, worker: Any) -> None:
+        if self.app is not None and self.on_exit is not None:
+            self.on_exit(self.app)

@@ -53,12 +53,12 @@ def api(tmp_path: Path) -> Iterator[FakeApiServer]:
         server.stop()
 
 
-def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool) -> tuple[subprocess.Popen[bytes], int]:
+def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool,
+          lease: str = "leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms") -> tuple[subprocess.Popen[bytes], int]:
     kubeconfig = api.kubeconfig(tmp_path / f"{name}.kubeconfig")
     config = tmp_path / f"{name}.yaml"
     config.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                      f"leaderElection: {{enabled: {str(leader_election).lower()}, leaseDuration: 3s, "
-                      "renewDeadline: 2s, retryPeriod: 500ms}\n")
+                      f"leaderElection: {{enabled: {str(leader_election).lower()}, {lease}}}\n")
     port = free_port()
     exe = Path(sys.executable).parent / "kube-extender"
     proc = subprocess.Popen([str(exe), "serve", "--cluster", "kube", "--kubeconfig", str(kubeconfig),
@@ -118,3 +118,26 @@ def test_two_replicas_one_leader_and_failover(api: FakeApiServer, tmp_path: Path
     finally:
         stop(a)
         stop(b)
+
+
+@pytest.mark.slow
+def test_sigterm_exits_cleanly_and_releases_the_lease(api: FakeApiServer, tmp_path: Path) -> None:
+    """What a rollout or `kubectl delete pod` does: the leader exits with status 0 and gives the
+    Lease up on the way out, so the standby leads at once; without the release it would wait for
+    the 60 s lease to expire."""
+    lease = "leaseDuration: 60s, renewDeadline: 40s, retryPeriod: 200ms"
+    a, port_a = serve(api, tmp_path, "a", leader_election=True, lease=lease)
+    try:
+        wait_for(lambda: call(port_a, "/readyz")[0] == 200, timeout=20, what="a leads")
+        b, port_b = serve(api, tmp_path, "b", leader_election=True, lease=lease)
+        try:
+            wait_for(lambda: call(port_b, "/readyz")[0] == 503, timeout=20, what="b follows")
+            holder = api.get("Lease", "kube-system", "kube-extender")["spec"]["holderIdentity"]
+            a.send_signal(signal.SIGTERM)
+            assert a.wait(20) == 0, (tmp_path / "a.log").read_text()[-2000:]
+            assert api.get("Lease", "kube-system", "kube-extender")["spec"]["holderIdentity"] != holder
+            wait_for(lambda: call(port_b, "/readyz")[0] == 200, timeout=20, what="b leads before the lease expires")
+        finally:
+            stop(b)
+    finally:
+        stop(a)
