@@ -17,6 +17,7 @@ exits with status 0."""
 
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import Any, Callable
 
@@ -70,5 +71,13 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
         return self.app
 
     def _worker_exit(self, arbiter: Any, worker: Any) -> None:
-        if self.app is not None and self.on_exit is not None:
+        if self.app is None:  # the master, told that a worker is gone
+            return
+        if self.on_exit is not None:
             self.on_exit(self.app)
+        # A handler garbage-collected while the interpreter tears down makes logging take a lock
+        # that gevent's patching can no longer serve: a traceback on every clean exit (gevent
+        # issue 2148). Flush the handlers now and drop logging's weak references to them, so
+        # nothing of logging runs at teardown; the handlers themselves still work.
+        logging.shutdown()
+        logging._handlerList.clear()  # type: ignore[attr-defined]
