@@ -19,16 +19,15 @@ import platform
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
+
+from http_calls import call
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,27 +76,6 @@ def wheelhouse() -> Path:
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def call(port: int, path: str, body: Any = None) -> tuple[int, Any]:
-    """(status, JSON answer) of a GET, or of a POST when there is a body; (0, None) when the
-    server does not answer."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method="POST" if data else "GET",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
-    except OSError:
-        return 0, None
 
 
 @contextlib.contextmanager

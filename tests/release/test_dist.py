@@ -12,7 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from artifacts import REPO, check_serves_the_demo, free_port, running, stop_cleanly, wait_ready, wheelhouse
+from http_calls import free_port
+from artifacts import REPO, check_serves_the_demo, running, stop_cleanly, wait_ready, wheelhouse
 
 from extender import __version__
 

@@ -37,7 +37,8 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from artifacts import (REPO, cache_dir, check_serves_the_demo, free_port, key, locked, running, stop_cleanly, wait_ready,
+from http_calls import free_port
+from artifacts import (REPO, cache_dir, check_serves_the_demo, key, locked, running, stop_cleanly, wait_ready,
                        wheelhouse)
 
 pytestmark = pytest.mark.slow
