@@ -35,8 +35,12 @@ COPY pyproject.toml setup.cfg README.md LICENSE /src/
 COPY extender /src/extender
 COPY policies /src/policies
 # A regular (not editable) install: the venv must not refer to /src, which stays in this stage.
-RUN /opt/kube-extender/bin/pip install ${PIP_INSTALL_OPTIONS} /src \
+# Bytecode is checked against a hash of the source, not its mtime: copying between stages may
+# round mtimes, and a stale .pyc would be compiled again at every start (nothing can be cached
+# on a read-only root).
+RUN /opt/kube-extender/bin/pip install --no-compile ${PIP_INSTALL_OPTIONS} /src \
  && /opt/kube-extender/bin/pip uninstall --yes pip setuptools \
+ && /opt/kube-extender/bin/python -m compileall -q -j 0 --invalidation-mode checked-hash /opt/kube-extender/lib \
  && /opt/kube-extender/bin/kube-extender --version
 
 FROM ${BASE_IMAGE}
