@@ -32,7 +32,8 @@ def api(tmp_path: Path) -> Iterator[FakeApiServer]:
 
 
 def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool,
-          lease: str = "leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms") -> tuple[subprocess.Popen[bytes], int]:
+          lease: str = "leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms",
+          ) -> tuple[subprocess.Popen[bytes], int]:
     kubeconfig = api.kubeconfig(tmp_path / f"{name}.kubeconfig")
     config = tmp_path / f"{name}.yaml"
     config.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"

@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cache_dir() -> Path:
     explicit = os.environ.get("KUBE_EXTENDER_CACHE")
-    base = Path(explicit) if explicit else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kube-extender"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = Path(explicit) if explicit else xdg / "kube-extender"
     base.mkdir(parents=True, exist_ok=True)
     return base
 
