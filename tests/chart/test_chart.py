@@ -193,6 +193,19 @@ def test_chart_app_version_is_the_extender_version() -> None:
     assert str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]) == __version__
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_image_builds_the_image_the_chart_deploys_by_default() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert values["tag"] == "", "the tag defaults to the appVersion, the package version"
+    run = subprocess.run(["make", "-s", "-n", "image", "CONTAINER_ENGINE=docker"], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    assert f" -t {values['repository']}:{app_version} " in run.stdout, run.stdout
+    for doc in (CHART / "README.md", REPO / "Dockerfile"):
+        tags = set(re.findall(r"kube-extender:(\d+\.\d+\.\d+)", doc.read_text()))
+        assert tags == {app_version}, f"{doc.name} shows image tags {tags}, not the appVersion {app_version}"
+
+
 # ---- lint, render, validate ---------------------------------------------------------------------
 
 @needs_helm

@@ -7,38 +7,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
+from http_calls import call, free_port
 from test_kube import node, pod, wait_for
 
 from extender.testing.fakeapi import FakeApiServer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def call(port: int, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method="POST" if data else "GET",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
-    except OSError:
-        return 0, None
 
 
 @pytest.fixture
@@ -55,13 +34,13 @@ def api(tmp_path: Path) -> Iterator[FakeApiServer]:
 
 
 def serve(api: FakeApiServer, tmp_path: Path, name: str, leader_election: bool,
+          lease: str = "leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms",
           kubeconfig_from_env: bool = False) -> tuple[subprocess.Popen[bytes], int]:
     """``kubeconfig_from_env``: the kubeconfig in $KUBECONFIG instead of --kubeconfig."""
     kubeconfig = api.kubeconfig(tmp_path / f"{name}.kubeconfig")
     config = tmp_path / f"{name}.yaml"
     config.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                      f"leaderElection: {{enabled: {str(leader_election).lower()}, leaseDuration: 3s, "
-                      "renewDeadline: 2s, retryPeriod: 500ms}\n")
+                      f"leaderElection: {{enabled: {str(leader_election).lower()}, {lease}}}\n")
     port = free_port()
     exe = Path(sys.executable).parent / "kube-extender"
     credentials = [] if kubeconfig_from_env else ["--kubeconfig", str(kubeconfig)]
@@ -127,3 +106,27 @@ def test_two_replicas_one_leader_and_failover(api: FakeApiServer, tmp_path: Path
     finally:
         stop(a)
         stop(b)
+
+
+@pytest.mark.slow
+def test_sigterm_exits_cleanly_and_releases_the_lease(api: FakeApiServer, tmp_path: Path) -> None:
+    """What a rollout or `kubectl delete pod` does: the leader exits with status 0, quietly, and
+    gives the Lease up on the way out, so the standby leads at once; without the release it would
+    wait for the 60 s lease to expire."""
+    lease = "leaseDuration: 60s, renewDeadline: 40s, retryPeriod: 200ms"
+    a, port_a = serve(api, tmp_path, "a", leader_election=True, lease=lease)
+    try:
+        wait_for(lambda: call(port_a, "/readyz")[0] == 200, timeout=20, what="a leads")
+        b, port_b = serve(api, tmp_path, "b", leader_election=True, lease=lease)
+        try:
+            wait_for(lambda: call(port_b, "/readyz")[0] == 503, timeout=20, what="b follows")
+            holder = api.get("Lease", "kube-system", "kube-extender")["spec"]["holderIdentity"]
+            a.send_signal(signal.SIGTERM)
+            assert a.wait(20) == 0, (tmp_path / "a.log").read_text()[-2000:]
+            assert "Traceback" not in (tmp_path / "a.log").read_text(), "a clean exit logs no traceback"
+            assert api.get("Lease", "kube-system", "kube-extender")["spec"]["holderIdentity"] != holder
+            wait_for(lambda: call(port_b, "/readyz")[0] == 200, timeout=20, what="b leads before the lease expires")
+        finally:
+            stop(b)
+    finally:
+        stop(a)
