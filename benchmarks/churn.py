@@ -15,9 +15,11 @@ faster than capacity frees; bound pods run for a seeded time and are deleted, at
 Printed per order: pods bound / pending, pods rejected at least once, bind failures, capacity
 violations, API requests per client, and for every rejected pod that was finally bound the time
 from the deletion that freed the capacity it was bound into (the latest release on its node
-before its binding) to its Binding: count, p50, p99, max and the slowest pods. Pods left Pending
-are listed with how long they had waited and whether they fitted in the free capacity at the
-end. The last lines compare with the target (p99 <= 5 s, max <= 15 s, nothing left Pending).
+before its binding) to its Binding: count, p50, p99, max and the slowest pods; then the same
+without the pods that were bound right at their backoff expiry (their wait was kube-scheduler's
+backoff, which events do not shorten). Pods left Pending are listed with how long they had waited
+and whether they fitted in the free capacity at the end. The last lines compare with the target
+(p99 <= 5 s, max <= 15 s, nothing left Pending).
 
 A script that prints figures, not a test: exit status 0 when every run produced figures, 1 when
 a run failed to set up. A stuck pod does not hold the run: it ends ``--stall-timeout`` seconds
@@ -84,7 +86,11 @@ def _print_result(result: ChurnResult) -> None:
           f"p99 {stats['p99']:.3f} s, max {stats['max']:.3f} s")
     slowest = sorted(result.latencies, key=lambda item: -item[1])[:5]
     if slowest:
-        print("  slowest: " + ", ".join(f"{pod.split('/')[-1]} {seconds:.2f}s" for pod, seconds in slowest))
+        print("  slowest: " + ", ".join(f"{pod.split('/')[-1]}{'*' if pod in result.backoff_held else ''} "
+                                        f"{seconds:.2f}s" for pod, seconds in slowest))
+    rest = result.stats(exclude=result.backoff_held)
+    print(f"  * bound at their backoff expiry, after the release: {len(result.backoff_held)}; without them: "
+          f"count {rest['count']}, p50 {rest['p50']:.3f} s, p99 {rest['p99']:.3f} s, max {rest['max']:.3f} s")
     for stuck in result.stuck:
         print(f"  PENDING {stuck.pod}: {stuck.pending_for:.1f} s since creation, "
               f"{'fits in the free capacity' if stuck.fits else 'no room for it'}")
