@@ -175,7 +175,7 @@ class WatchDelayRule:
     def remove(self) -> None:
         """Deactivate this rule (events still held keep the delay they were given)."""
         if self._owner is not None:
-            self._owner._remove_watch_delay(self)
+            self._owner._remove(self)
 
 
 class FaultInjector:
@@ -201,22 +201,17 @@ class FaultInjector:
             self._latencies.append(rule)
         return rule
 
-    def _remove(self, rule: _Rule) -> None:
+    def _remove(self, rule: object) -> None:
         with self._lock:
-            if rule in self._failures:
-                self._failures = [r for r in self._failures if r is not rule]
-            if rule in self._latencies:
-                self._latencies = [r for r in self._latencies if r is not rule]
+            self._failures = [r for r in self._failures if r is not rule]
+            self._latencies = [r for r in self._latencies if r is not rule]
+            self._watch_delays = [r for r in self._watch_delays if r is not rule]
 
     def add_watch_delay(self, rule: WatchDelayRule) -> WatchDelayRule:
         rule._owner = self
         with self._lock:
             self._watch_delays.append(rule)
         return rule
-
-    def _remove_watch_delay(self, rule: WatchDelayRule) -> None:
-        with self._lock:
-            self._watch_delays = [r for r in self._watch_delays if r is not rule]
 
     def watch_delay(self, rec: RequestRecord) -> float:
         """How long to hold the next event of the watch opened by ``rec`` (the matching rules'

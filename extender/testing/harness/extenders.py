@@ -84,7 +84,6 @@ class InProcessExtender:
 
     def __init__(self, api: FakeApiServer, config: Mapping[str, Any], *, name: str, workdir: Path) -> None:
         self.name = name
-        self.api = api
         self.config = parse_config({**CONFIG_HEADER, **config})
         self.kubeconfig = api.kubeconfig(Path(workdir) / f"{name}.kubeconfig")
         self.app: Any = None

@@ -17,10 +17,10 @@ from typing import Any, Callable, Iterable, Mapping
 from extender.cli import scheduler_entry
 from extender.cluster.kube.client import KubeClient
 from extender.config.model import ExtenderConfig, parse_config
-from extender.testing.fakeapi import FakeApiServer
-from extender.testing.fakeapi.codec import clone
 from extender.sim.config import ExtenderSpec, SchedulerConfig
 from extender.sim.scheduler import RealClock, RunSummary, Scheduler
+from extender.testing.fakeapi import FakeApiServer
+from extender.testing.fakeapi.codec import clone
 from extender.testing.harness.extenders import (CONFIG_HEADER, InProcessExtender, ProcessExtender, Replica,
                                                 ServiceTransport)
 from extender.testing.harness.observe import PodLife, Recorder, Release, Violation
@@ -157,7 +157,7 @@ class Harness:
             self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         for obj in self.objects:
             self._create(obj, seed=True)
-        self.set_delays(**{"scheduler": self._delays[SCHEDULER_AGENT], "extender": self._delays[EXTENDER_AGENT]})
+        self.set_delays(scheduler=self._delays[SCHEDULER_AGENT], extender=self._delays[EXTENDER_AGENT])
         self._timeline = _Timeline(self.now)
         kind = ProcessExtender if self.processes else InProcessExtender
         self.replicas = [kind(self.api, self.extender_config, name=f"extender-{i}", workdir=self.workdir)
