@@ -1,10 +1,10 @@
 """A seeded churn run: managed pods arrive faster than capacity, running pods are deleted, and
 how long freed capacity waits for the pods that were turned away is measured.
 
-Pods ask for one unit of the managed resource each; they arrive at ``arrival_rate`` per second
-(all at priority 0, in a seeded order of names). Each pod, once bound, runs for a seeded
-duration drawn from ``runtime`` and is then deleted; deletions are spaced so that capacity frees
-at most ``max_release_rate`` pods per second. The run ends when every pod was bound, or when
+Pods ask for one unit of the managed resource each and arrive at ``arrival_rate`` per second,
+all at priority 0. Each pod, once bound, runs for a seeded duration drawn from ``runtime`` and
+is then deleted; deletions are spaced so that capacity frees at most ``max_release_rate`` pods
+per second. Each watch event's delay is its side's delay plus a seeded draw in [0, ``jitter``]. The run ends when every pod was bound, or when
 nothing was bound for ``stall_timeout`` seconds after the last arrival (a pod stuck until
 kube-scheduler's 5-minute flush must not hold the run that long), or after ``timeout``.
 
@@ -16,9 +16,9 @@ capacity at the end (a stuck pod, not a full cluster).
 
 Part of that time is kube-scheduler's own: a pod whose attempt overlapped a cluster event goes
 to the backoff queue (hints off, 1.29-1.31), and a pod in backoff is not moved by events - it
-waits for its backoff (1 s doubling per attempt, up to 10 s) to expire. :attr:`ChurnResult.backoff_held`
-names the measured pods bound right at their backoff expiry, later than the release: their wait
-was the scheduler's backoff, not a missed event.
+waits for its backoff (1 s doubling per attempt, up to 10 s) to expire.
+:attr:`ChurnResult.backoff_held` names the measured pods bound right at their backoff expiry,
+later than the release: their wait was the scheduler's backoff, not a missed event.
 """
 
 from __future__ import annotations
