@@ -299,6 +299,29 @@ class MemoryCluster:
             self._pods[pod_key(namespace, name)] = stored
             self._publish_pod(stored)
 
+    def update_pod_status(self, namespace: str, name: str, uid: str, status: Mapping[str, Any]) -> None:
+        """Write status fields of the pod with this UID, as a strategic merge patch of
+        ``pods/<name>/status`` does: each key replaces the pod's (None removes it), except
+        ``conditions``, merged by ``type``."""
+        with self._lock:
+            pod = self._pod_for_write(namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise WriteError(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                 f"{pod['metadata'].get('uid')}", conflict=True)
+            stored = self._stamp(pod)
+            current = stored.setdefault("status", {})
+            for key, value in status.items():
+                if key == "conditions":
+                    given = {c.get("type") for c in value}
+                    current["conditions"] = [c for c in current.get("conditions") or []
+                                             if c.get("type") not in given] + [dict(c) for c in value]
+                elif value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            self._pods[pod_key(namespace, name)] = stored
+            self._publish_pod(stored)
+
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> None:
         with self._lock:
             stored = self._stamp(self._pod_for_write(namespace, name))

@@ -120,9 +120,13 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, (self.backoff_expiry(qp), qp.seq, qp.uid))
 
     def backoff_duration(self, qp: QueuedPod) -> float:
-        """``calculateBackoffDuration``: initial, doubled per further attempt, capped."""
+        return self.backoff_for(qp.attempts)
+
+    def backoff_for(self, attempts: int) -> float:
+        """``calculateBackoffDuration`` after ``attempts`` attempts: initial, doubled per further
+        attempt, capped."""
         duration = self.initial_backoff
-        for _ in range(1, qp.attempts):
+        for _ in range(1, attempts):
             if duration > self.max_backoff - duration:
                 return self.max_backoff
             duration += duration

@@ -39,11 +39,17 @@ cycle never freezes the queue. Binds that return in less time than the gap to th
 object: the extender's bind writes the Binding and both see it. When the extender runs
 elsewhere (``--extender URL``) the scheduler keeps its own cluster and is the only writer it
 knows about: a successful extender bind is mirrored into it (``mirror_extender_binds``).
+The cluster may also deliver its changes asynchronously, from other threads, like an informer
+does (``extender.testing.harness`` drives the scheduler over a real API server that way): the
+scheduler reads pods back only through ``get_pod`` and writes only through the
+:class:`ClusterLike` operations, the status of a pending pod included (``update_pod_status``).
 
 **A run ends** when nothing can change any more: no active pod, no binding in flight, no
 pending workload action, and every waiting pod has been tried against the current cluster
 state and did not fail with an error (``stop_when_settled``; this assumes an extender's answers
 depend on the cluster only); at the latest ``max_virtual_seconds`` after the last action.
+``run(until_stopped=True)`` (real time only) instead keeps waiting for the cluster's changes
+until another thread calls :meth:`Scheduler.stop`.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
 from extender.framework.status import Code, Status
 from extender.sim import queue as q
 from extender.sim.cache import NodeState, PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
@@ -77,7 +84,9 @@ EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time 0
 
 
 class ClusterLike(Protocol):
-    """What the scheduler needs from the cluster (``extender.cluster.memory.MemoryCluster``)."""
+    """What the scheduler needs from the cluster (``extender.cluster.memory.MemoryCluster``, or
+    ``extender.testing.harness.ApiClusterView`` over an API server). Writes raise
+    ``WriteError`` (or any exception, for ``bind``) when the cluster refuses them."""
 
     def start(self, sink: Any) -> None: ...
 
@@ -85,9 +94,15 @@ class ClusterLike(Protocol):
 
     def delete_pod(self, namespace: str, name: str) -> bool: ...
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the scheduler's view holds it now (a copy), or None."""
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    def update_pod_status(self, namespace: str, name: str, uid: str, status: Mapping[str, Any]) -> None:
+        """Write the scheduler-owned status fields of the pod with this UID: each key of
+        ``status`` replaces the pod's (``nominatedNodeName: None`` removes it), except
+        ``conditions``, merged by ``type`` (a condition replaces the pod's of the same type)."""
 
     def pods(self) -> list[dict[str, Any]]: ...
 
@@ -141,6 +156,7 @@ class Diagnosis:
     statuses: dict[str, Status] = field(default_factory=dict)
     plugins: set[str] = field(default_factory=set)
     evaluated: int = 0
+    extender_rejected: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -161,6 +177,9 @@ class CycleRecord:
     plugins: list[str] = field(default_factory=list)
     preemption: dict[str, Any] | None = None
     queue: str = ""
+    extender_rejected: int = 0
+    """Nodes the extender filter chain rejected in this cycle (0: the extenders kept every node
+    they were sent, or were not called)."""
 
 
 @dataclass
@@ -222,6 +241,8 @@ class Scheduler:
         if len(self.cycles) > self.detailed_cycles:
             old = self.cycles[-self.detailed_cycles - 1]
             old.statuses, old.feasible, old.scores, old.totals = {}, [], None, None
+        for hook in self.on_cycle:
+            hook(record)
 
     def __init__(self, config: SchedulerConfig, cluster: ClusterLike, *, clock: VirtualClock | RealClock | None = None,
                  stats: CallStats | None = None, pdbs: Sequence[Mapping[str, Any]] = (),
@@ -254,6 +275,9 @@ class Scheduler:
         self.traces: dict[str, PodTrace] = {}
         self.events: list[dict[str, Any]] = []
         self.on_bound: list[Callable[[PodTrace], None]] = []
+        self.on_cycle: list[Callable[[CycleRecord], None]] = []
+        """Called on the scheduling thread with each cycle's record as it is appended."""
+        self._stopping = False
         self.binds = 0
         self.bind_failures = 0
         self.malformed = 0
@@ -386,8 +410,20 @@ class Scheduler:
 
     # ---- the loop -----------------------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """End :meth:`run` (from any thread): it returns after the scheduling cycle in progress.
+        Binding cycles in flight finish on their own threads."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
     def run(self, progress: Callable[[Scheduler], None] | None = None, progress_every: int = 0,
-            progress_seconds: float = 0.0) -> RunSummary:
+            progress_seconds: float = 0.0, until_stopped: bool = False) -> RunSummary:
+        """Schedule until the run ends (module docstring). ``until_stopped``: never end on
+        its own - the cluster may deliver new pods at any time - only when :meth:`stop` is
+        called; real time only (a virtual clock would have nothing to wait for)."""
+        if until_stopped and self.clock.virtual:
+            raise ValueError("run(until_stopped=True) needs a RealClock")
         wall0 = time.perf_counter()
         start = self.clock.now()
         last_flush = start
@@ -396,6 +432,9 @@ class Scheduler:
         reason = "done"
         binding_wait: tuple[float, float] | None = None  # (wall, virtual) when only binds began running
         while True:
+            if self._stopping:
+                reason = "stopped"
+                break
             if self._run_due_actions():
                 binding_wait = None
             with self._cond:
@@ -440,6 +479,10 @@ class Scheduler:
                     continue
                 binding_wait = None
                 wake = self._next_wake(last_flush)
+                if until_stopped:
+                    if not self._stopping:
+                        self._cond.wait(0.5 if wake is None else max(0.0, min(wake - self.clock.now(), 0.5)))
+                    continue
                 if wake is None:
                     break
                 if wake > self._last_action_at + self.cfg.max_virtual_seconds:
@@ -484,7 +527,7 @@ class Scheduler:
         if pod.deleting:
             with self._cond:
                 self.queue.delete(pod.uid)
-            self.cycles.append(CycleRecord(pod.key, qp.attempts, now, "skipped", message="pod is being deleted"))
+            self._append_cycle(CycleRecord(pod.key, qp.attempts, now, "skipped", message="pod is being deleted"))
             return
         with self._cond:
             snap = self.cache.snapshot()
@@ -501,6 +544,7 @@ class Scheduler:
             self._fail_with_error(qp, record, str(exc))
             return
         record.evaluated = diag.evaluated
+        record.extender_rejected = len(diag.extender_rejected)
         record.statuses = {n: st.message for n, st in diag.statuses.items()}
         if not feasible:
             self._unschedulable(qp, pod, snap, diag, nominated, record)
@@ -627,6 +671,8 @@ class Scheduler:
                     state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                 if state is not None:
                     survivors.append(state)
+            kept = {n.name for n in survivors}
+            diag.extender_rejected.update(n.name for n in feasible if n.name not in kept)
             feasible = survivors
         return feasible
 
@@ -856,28 +902,27 @@ class Scheduler:
     def _update_status(self, pod: PodRecord, *, nominated: str | None = None, reason: str = "",
                        message: str = "") -> None:
         """Patch status.nominatedNodeName (None: leave it) and the PodScheduled=False condition,
-        only when something changes (``updatePod``)."""
+        only when something changes (``updatePod``), judged against the scheduler's view of the
+        pod. A refused write (the pod is gone) is logged and dropped, as kube-scheduler does."""
         current = self.cluster.get_pod(pod.namespace, pod.name)
         if current is None or pod_uid(current) != pod.uid or (current.get("spec") or {}).get("nodeName"):
             return
-        status = current.setdefault("status", {})
-        changed = False
+        status = current.get("status") or {}
+        patch: dict[str, Any] = {}
         if nominated is not None and (status.get("nominatedNodeName") or "") != nominated:
-            if nominated:
-                status["nominatedNodeName"] = nominated
-            else:
-                status.pop("nominatedNodeName", None)
-            changed = True
+            patch["nominatedNodeName"] = nominated or None
         if reason:
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
             new = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
             if old is None or any(old.get(k) != v for k, v in new.items()):
                 new["lastTransitionTime"] = iso(self.clock.now())
-                status["conditions"] = conditions + [new]
-                changed = True
-        if changed:
-            self.cluster.add_pod(current)
+                patch["conditions"] = [new]
+        if not patch:
+            return
+        try:
+            self.cluster.update_pod_status(pod.namespace, pod.name, pod.uid, patch)
+        except WriteError as exc:
+            log.info("status update of %s failed (dropped): %s", pod.key, exc)
 
     def _record_event(self, pod: PodRecord, type_: str, reason: str, message: str) -> None:
         with self._cond:

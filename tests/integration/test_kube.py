@@ -13,6 +13,7 @@ import pytest
 from builders import GPU, make_node, make_pod
 from conftest import config_of
 
+from extender import __version__
 from extender.app import create_app
 from extender.cluster.kube.client import KubeClient
 from extender.cluster.kube.events import EventRecorder
@@ -110,6 +111,62 @@ def test_follows_only_pods_that_matter_and_strips_managed_fields(api: FakeApiSer
         wait_for(lambda: ext.state.cache.pending_pod("default", "gpu-b"), what="watch delivers the new pod")
     finally:
         ext.stop()
+
+
+class Followed:
+    """A ClusterEvents sink that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, Any] = {}
+        self.nodes: dict[str, Any] = {}
+
+    def upsert_node(self, raw: Any) -> None:
+        self.nodes[raw["metadata"]["name"]] = raw
+
+    def remove_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+
+    def upsert_pod(self, raw: Any) -> None:
+        self.pods[raw["metadata"]["name"]] = raw
+
+    def remove_pod(self, raw: Any) -> None:
+        self.pods.pop(raw["metadata"]["name"], None)
+
+    def upsert_pdb(self, raw: Any) -> None: ...
+    def remove_pdb(self, raw: Any) -> None: ...
+    def upsert_pod_group(self, raw: Any) -> None: ...
+    def remove_pod_group(self, raw: Any) -> None: ...
+    def mark_synced(self) -> None: ...
+
+
+def test_every_request_of_the_extender_names_it(api: FakeApiServer) -> None:
+    api.create(pod("p", 1))
+    ext = Extender(api)
+    try:
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == ""
+        agents = {r.user_agent for r in api.requests()}
+        assert agents == {f"kube-extender/{__version__}"}
+        assert {r.verb for r in api.requests()} >= {"list", "watch", "create"}
+    finally:
+        ext.stop()
+
+
+def test_a_source_can_follow_every_pod_untrimmed_for_another_client(api: FakeApiServer) -> None:
+    api.create(pod("gpu-a", 1, managedFields=[{"manager": "kubectl"}]))
+    api.create(pod("cpu-only", 0))
+    followed = Followed()
+    source = KubeSource(KubeClient(api.api_client(), user_agent="kube-scheduler/test"), None, trim=False)
+    source.start(followed)
+    try:
+        assert source.wait_synced(10)
+        assert set(followed.pods) == {"gpu-a", "cpu-only"}
+        assert followed.pods["gpu-a"]["metadata"]["managedFields"] == [{"manager": "kubectl"}]
+        assert "conditions" in followed.nodes["n1"]["status"], "nodes are not trimmed either"
+        api.create(pod("cpu-b", 0))
+        wait_for(lambda: "cpu-b" in followed.pods, what="the watch delivers an unmanaged pod")
+        assert {r.user_agent for r in api.requests()} == {"kube-scheduler/test"}
+    finally:
+        source.stop()
 
 
 def test_bind_is_one_write_the_binding_carries_the_allocation_and_the_watch_confirms(api: FakeApiServer) -> None:

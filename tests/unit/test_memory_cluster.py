@@ -96,6 +96,29 @@ def test_patch_metadata_with_resource_version_precondition() -> None:
     assert c.get_pod("default", "p")["metadata"]["annotations"] == {}
 
 
+def test_status_update_merges_conditions_by_type_and_checks_the_uid() -> None:
+    c = cluster()
+    sink = Sink()
+    c.start(sink)
+    c.update_pod_status("default", "p", "u1", {"conditions": [{"type": "Ready", "status": "False"}]})
+    c.update_pod_status("default", "p", "u1", {"nominatedNodeName": "n1", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})
+    status = sink.pods["p"]["status"]
+    assert status["nominatedNodeName"] == "n1" and status["phase"] == "Pending"
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "PodScheduled"]
+    c.update_pod_status("default", "p", "u1", {"nominatedNodeName": None, "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}]})
+    status = c.get_pod("default", "p")["status"]
+    assert "nominatedNodeName" not in status
+    assert [(c["type"], c.get("reason")) for c in status["conditions"]] == [("Ready", None),
+                                                                          ("PodScheduled", "SchedulerError")]
+    with pytest.raises(WriteError) as err:
+        c.update_pod_status("default", "p", "other-uid", {"nominatedNodeName": "n1"})
+    assert err.value.conflict
+    with pytest.raises(WriteError, match="not found"):
+        c.update_pod_status("default", "nope", "", {"nominatedNodeName": "n1"})
+
+
 def test_eviction_honours_pod_disruption_budgets() -> None:
     pods = [make_pod(f"w{i}").uid(f"w{i}").labels(app="w").node("n1").obj() for i in range(2)]
     objs = cluster_objects([make_node("n1").obj()], pods)

@@ -4,6 +4,8 @@
   ``IsInterested`` test), or that carry one of the extender's annotations, or its scheduling
   gate. Others are dropped at the door (150,000 pods, 20,000 managed: we keep 20,000).
 * Objects stay raw dicts, trimmed to what scheduling reads (``trim_pod``, ``trim_node``).
+* Other followers (a test harness's emulated kube-scheduler uses this class as its informer)
+  pass ``pod_filter=None`` to follow every pod and ``trim=False`` to receive whole objects.
 * Each kind runs in its own thread: a paginated list, then a watch from the list's
   resourceVersion; a stream that ends is resumed from the last resourceVersion seen (bookmarks
   included); a 410 Gone (as an answer or an ERROR event) triggers a relist, which also delivers
@@ -101,11 +103,15 @@ class PodFilter:
 
 
 class KubeSource:
-    def __init__(self, client: KubeClient, pod_filter: Callable[[Mapping[str, Any]], bool], *,
+    def __init__(self, client: KubeClient, pod_filter: Callable[[Mapping[str, Any]], bool] | None, *,
                  metrics: Metrics | None = None, watch_timeout: int = 300, page_size: int = 500,
-                 max_backoff: float = 30.0, crd_retry_interval: float = CRD_RETRY_INTERVAL) -> None:
+                 max_backoff: float = 30.0, crd_retry_interval: float = CRD_RETRY_INTERVAL,
+                 trim: bool = True) -> None:
+        """``pod_filter``: which pods to follow (None: every pod). ``trim``: deliver pods and
+        nodes trimmed to what scheduling reads (False: as the API server sent them)."""
         self.client = client
         self.pod_filter = pod_filter
+        self.trim = trim
         self.metrics = metrics
         self.watch_timeout = watch_timeout
         self.page_size = page_size
@@ -333,9 +339,9 @@ class KubeSource:
                 del known[key]
                 sink.remove_pod(previous)
             if kind == "node":
-                sink.upsert_node(trim_node(obj))
-            elif self.pod_filter(obj):
-                sink.upsert_pod(trim_pod(obj))
+                sink.upsert_node(trim_node(obj) if self.trim else obj)
+            elif self.pod_filter is None or self.pod_filter(obj):
+                sink.upsert_pod(trim_pod(obj) if self.trim else obj)
             else:
                 if key in known:  # stopped mattering (rare: annotations removed)
                     del known[key]

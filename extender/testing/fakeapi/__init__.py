@@ -75,6 +75,15 @@ Emulated (faithfully, because clients depend on it)
   MicroTime fields parsed strictly (RFC 3339 with zone) and canonicalized.
 * Errors are ``Status`` objects with the real reasons/codes; malformed bodies are 400.
 
+Test instruments (not part of a real server)
+--------------------------------------------
+* Faults (:mod:`.faults`): failing or disconnecting requests, latency, and watch delivery delays
+  per client (``delay_watches("kube-scheduler", 0.3)``: that client's watches run 300 ms behind).
+* The request log (:meth:`FakeApiServer.requests`, :meth:`FakeApiServer.request_counts`): every
+  request with its ``User-Agent``, Kubernetes verb and resource.
+* Commit hooks (:meth:`FakeApiServer.on_commit`): every committed write, synchronously, before
+  any watcher sees it (for invariant checkers).
+
 Not emulated (documented divergences)
 -------------------------------------
 * Authentication/authorization, TLS, protobuf/CBOR, server-side apply (415), managedFields,
@@ -97,7 +106,7 @@ from __future__ import annotations
 
 from . import builders
 from .errors import ApiError
-from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord
+from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord, WatchDelayRule
 from .patch import json_patch, merge_patch, strategic_merge_patch
 from .resources import (
     BUILTIN_TYPES,
@@ -126,6 +135,7 @@ __all__ = [
     "RequestRecord",
     "FailureRule",
     "LatencyRule",
+    "WatchDelayRule",
     "FaultInjector",
     "ResourceType",
     "BUILTIN_TYPES",

@@ -11,10 +11,16 @@ Contract:
       consumes one unit. A request that a rule failed never reaches the store.
     * :class:`LatencyRule`: matching requests are delayed by ``seconds`` before being handled
       (all matching latency rules add up). ``count`` limits how many requests are delayed.
+    * :class:`WatchDelayRule`: watch events sent to a watch whose request's ``User-Agent``
+      starts with ``user_agent`` (and whose path matches ``path``, if given) are held until
+      ``delay`` seconds after the event was produced; ``delay`` is a number or a callable
+      returning one per event (jitter). All matching rules add up. Order is always preserved:
+      an event is never sent before an earlier one of the same stream, so a short delay drawn
+      after a long one waits for it. Rules apply to watches already open, event by event.
     * Every request is appended to a bounded log as a :class:`RequestRecord` (method, path,
-      parsed query, parsed JSON body or raw bytes, headers) before faults are applied; its
-      ``status`` is filled in once answered (``None`` while a watch stream is open,
-      ``0`` for an injected disconnect).
+      parsed query, parsed JSON body or raw bytes, headers; ``user_agent``, ``verb`` and
+      ``resource`` derived from them) before faults are applied; its ``status`` is filled in
+      once answered (``None`` while a watch stream is open, ``0`` for an injected disconnect).
     * All operations are thread-safe and may be changed while requests are in flight.
 """
 
@@ -27,7 +33,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["RequestRecord", "FailureRule", "LatencyRule", "FaultInjector"]
+__all__ = ["RequestRecord", "FailureRule", "LatencyRule", "WatchDelayRule", "FaultInjector"]
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 @dataclass
@@ -55,6 +63,52 @@ class RequestRecord:
     @property
     def content_type(self) -> str:
         return self.headers.get("content-type", "")
+
+    @property
+    def user_agent(self) -> str:
+        """The client's ``User-Agent`` header ("" when absent)."""
+        return self.headers.get("user-agent", "")
+
+    def _resource_parts(self) -> list[str]:
+        """The path after the group/version, ``watch/`` and ``namespaces/<ns>/``: [plural, name?,
+        subresource?] ([] for discovery and other non-resource paths)."""
+        parts = [p for p in self.path.split("/") if p]
+        if parts[:1] == ["api"]:
+            rest = parts[2:]
+        elif parts[:1] == ["apis"]:
+            rest = parts[3:]
+        else:
+            return []
+        if rest[:1] == ["watch"]:
+            rest = rest[1:]
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            rest = rest[2:]
+        return rest
+
+    @property
+    def resource(self) -> str:
+        """The resource addressed, as RBAC names it: ``pods``, ``pods/binding``, ``leases``, ...
+        ("" for discovery and other non-resource paths)."""
+        rest = self._resource_parts()
+        if not rest:
+            return ""
+        return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+
+    @property
+    def verb(self) -> str:
+        """The Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection
+        (the lower-cased method for non-resource paths)."""
+        rest = self._resource_parts()
+        if not rest:
+            return self.method.lower()
+        named = len(rest) >= 2
+        if self.method in ("GET", "HEAD"):
+            if self.watch:
+                return "watch"
+            return "get" if named else "list"
+        if self.method == "DELETE" and not named:
+            return "deletecollection"
+        return _VERBS.get(self.method, self.method.lower())
 
 
 def _method_matches(want: str | None, have: str) -> bool:
@@ -101,6 +155,29 @@ class LatencyRule(_Rule):
     seconds: float = 0.0
 
 
+@dataclass(eq=False)
+class WatchDelayRule:
+    """Hold watch events sent to clients whose ``User-Agent`` starts with ``user_agent``."""
+
+    user_agent: str
+    delay: float | Callable[[], float]
+    path: re.Pattern[str] | None = None
+    _owner: "FaultInjector | None" = field(default=None, repr=False)
+
+    def matches(self, rec: RequestRecord) -> bool:
+        return rec.user_agent.startswith(self.user_agent) and (self.path is None or bool(self.path.search(rec.path)))
+
+    def seconds(self) -> float:
+        """This event's delay (a callable is asked once per event; negative counts as 0)."""
+        value = self.delay() if callable(self.delay) else self.delay
+        return max(0.0, float(value))
+
+    def remove(self) -> None:
+        """Deactivate this rule (events still held keep the delay they were given)."""
+        if self._owner is not None:
+            self._owner._remove(self)
+
+
 class FaultInjector:
     """Holds the active rules and the request log."""
 
@@ -108,6 +185,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._failures: list[FailureRule] = []
         self._latencies: list[LatencyRule] = []
+        self._watch_delays: list[WatchDelayRule] = []
         self._log: deque[RequestRecord] = deque(maxlen=log_size if log_size > 0 else None)
 
     # -- rules
@@ -123,17 +201,30 @@ class FaultInjector:
             self._latencies.append(rule)
         return rule
 
-    def _remove(self, rule: _Rule) -> None:
+    def _remove(self, rule: object) -> None:
         with self._lock:
-            if rule in self._failures:
-                self._failures = [r for r in self._failures if r is not rule]
-            if rule in self._latencies:
-                self._latencies = [r for r in self._latencies if r is not rule]
+            self._failures = [r for r in self._failures if r is not rule]
+            self._latencies = [r for r in self._latencies if r is not rule]
+            self._watch_delays = [r for r in self._watch_delays if r is not rule]
+
+    def add_watch_delay(self, rule: WatchDelayRule) -> WatchDelayRule:
+        rule._owner = self
+        with self._lock:
+            self._watch_delays.append(rule)
+        return rule
+
+    def watch_delay(self, rec: RequestRecord) -> float:
+        """How long to hold the next event of the watch opened by ``rec`` (the matching rules'
+        delays added up; 0 when none matches)."""
+        with self._lock:
+            rules = [r for r in self._watch_delays if r.matches(rec)]
+        return sum(r.seconds() for r in rules)
 
     def clear(self) -> None:
         with self._lock:
             self._failures.clear()
             self._latencies.clear()
+            self._watch_delays.clear()
 
     def take_failure(self, rec: RequestRecord) -> FailureRule | None:
         """The failure rule that answers ``rec`` (consuming one unit of its budget), if any."""

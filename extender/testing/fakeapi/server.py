@@ -13,6 +13,10 @@ Contract:
     * BOOKMARK events are sent every ``bookmark_interval`` seconds to watches that asked for
       them (``allowWatchBookmarks=true``); their ``metadata.resourceVersion`` is the global
       rv up to which the watcher has been sent every matching event.
+    * Watch delivery delays (:meth:`FakeApiServer.delay_watches`) hold each event of a watch
+      opened by a matching ``User-Agent`` until the delay has passed since the event was
+      committed, in order; bookmarks queue behind the held events. A watch that ends (drop,
+      stop, timeout) loses the events it still held, as a real dropped connection does.
     * Request processing order: read body -> log :class:`~.faults.RequestRecord` -> injected
       latency -> injected failure/disconnect -> REST handling. No exception escapes a request
       thread: unexpected errors become 500 ``InternalError`` Status responses.
@@ -34,7 +38,7 @@ from urllib.parse import parse_qs, unquote
 from . import errors
 from .codec import clone, dumps, loads
 from .errors import ApiError
-from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord
+from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord, WatchDelayRule
 from .resources import BUILTIN_TYPES, KNOWN_CRDS, PODS, ResourceType
 from .rest import Response, RestApi, WatchStream, error_response
 from .selector import parse_field_selector, parse_label_selector
@@ -43,6 +47,7 @@ from .store import (
     JSON_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
+    CommitHook,
     Store,
     Watcher,
     encode_event,
@@ -208,6 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         store = fake.store
         w = ws.watcher
+        w.delay = lambda: fake.faults.watch_delay(rec)
         timeout = ws.timeout if ws.timeout is not None else fake.max_watch_timeout
         start = time.monotonic()
         deadline = start + timeout if timeout else None
@@ -250,7 +256,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._write_chunk(b"".join(out))
                     if saw_error:
                         break
-                elif w.closed in ("error", "removed"):
+                elif w.closed in ("error", "removed") and not w.pending():
                     break
                 elif self._client_gone():
                     clean = False
@@ -601,6 +607,26 @@ class FakeApiServer:
 
         return self.faults.add_latency(LatencyRule(method, re.compile(path), count, predicate, seconds=seconds))
 
+    def delay_watches(self, user_agent: str, delay: float | Callable[[], float], *,
+                      path: str | None = None) -> WatchDelayRule:
+        """Hold every watch event sent to clients whose ``User-Agent`` starts with ``user_agent``
+        (on paths matching the regex ``path``, if given) until ``delay`` seconds after the event
+        was committed: a number, or a callable asked once per event (jitter). Order is kept:
+        an event waits for the one ahead of it. Applies to watches already open too; all
+        matching rules add up. ``rule.remove()`` (or :meth:`clear_faults`) ends it::
+
+            api.delay_watches("kube-scheduler", 0.3)                      # informer 300 ms behind
+            api.delay_watches("kube-extender", lambda: rng.uniform(0.1, 0.2))
+        """
+        import re
+
+        return self.faults.add_watch_delay(WatchDelayRule(user_agent, delay, re.compile(path) if path else None))
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]:
+        """Call ``hook(kind, type, obj, prev)`` synchronously on every committed write (see
+        :mod:`.store`); returns a function that removes the hook."""
+        return self.store.add_commit_hook(hook)
+
     def clear_faults(self) -> None:
         self.faults.clear()
 
@@ -620,6 +646,15 @@ class FakeApiServer:
     ) -> List[RequestRecord]:
         """Logged requests filtered by method and path regex (oldest first)."""
         return self.faults.requests(method, path, predicate)
+
+    def request_counts(self) -> dict[tuple[str, str, str], int]:
+        """Logged requests counted by (User-Agent, verb, resource), e.g.
+        ``("kube-scheduler/v1.30.0", "create", "pods/binding")``."""
+        counts: dict[tuple[str, str, str], int] = {}
+        for r in self.faults.requests():
+            key = (r.user_agent, r.verb, r.resource)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def clear_requests(self) -> None:
         self.faults.clear_log()

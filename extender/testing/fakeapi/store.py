@@ -18,7 +18,14 @@ Contract:
       state matched the watcher's selectors and the new one does not, the watcher receives
       DELETED (with the old state, stamped with the new rv); in the reverse case, ADDED.
     * Watchers are fed synchronously under the store lock (so ordering is global and exact),
-      but serialization and socket IO happen on the watch's own thread.
+      but serialization and socket IO happen on the watch's own thread. A watcher with a
+      ``delay`` (set by the server from its watch-delay rules) hands out each event only once
+      ``delay()`` seconds have passed since the event was committed, in order (see
+      :meth:`Watcher.take`).
+    * Commit hooks (:meth:`Store.add_commit_hook`) see every committed write synchronously,
+      under the store lock, before any watcher does: ``hook(kind, type, obj, prev)``. A hook
+      must be quick and must not write to the store; an exception in a hook is logged and
+      ignored.
     * All HTTP-level semantics (admission/validation via :mod:`.strategies`, preconditions,
       binding, eviction, finalizers, graceful deletion) live here so the HTTP layer only parses
       and formats. Methods raise :class:`~.errors.ApiError`.
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import logging
 import math
 import random
 import threading
@@ -67,14 +75,20 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
+log = logging.getLogger(__name__)
+
+CommitHook = Callable[[str, str, Mapping[str, Any], "Mapping[str, Any] | None"], None]
+"""``hook(kind, event type, object as stored, previous state or None)``."""
+
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
 class Event:
-    """One committed change. ``obj`` is the new state (for DELETED: last state with the new rv)."""
+    """One committed change. ``obj`` is the new state (for DELETED: last state with the new rv);
+    ``at`` is when it was committed (``time.monotonic()``)."""
 
-    __slots__ = ("rv", "type", "key", "obj", "prev", "_lines")
+    __slots__ = ("rv", "type", "key", "obj", "prev", "at", "_lines")
 
     def __init__(self, rv: int, etype: str, key: str, obj: dict[str, Any], prev: dict[str, Any] | None) -> None:
         self.rv = rv
@@ -82,6 +96,7 @@ class Event:
         self.key = key
         self.obj = obj
         self.prev = prev
+        self.at = time.monotonic()
         self._lines: dict[str, bytes] | None = None
 
     def line(self, etype: str) -> bytes:
@@ -131,10 +146,15 @@ class Watcher:
         self.initial_backlog = 0
         self.registering = True
         self._cond = threading.Condition(threading.Lock())
-        self._items: deque[_Item] = deque()
+        #: (when the item was produced, item)
+        self._items: deque[tuple[float, _Item]] = deque()
         #: why the watch is ending: None (open), "drop", "abort", "stop", "overflow", "error", "removed"
         self.closed: str | None = None
         self.created = time.monotonic()
+        #: seconds to hold the next item after it was produced (asked once per item); None: no hold
+        self.delay: Callable[[], float] | None = None
+        self._head_release: float | None = None
+        self._last_release = float("-inf")
 
     def matches(self, obj: Mapping[str, Any] | None) -> bool:
         if obj is None:
@@ -147,7 +167,8 @@ class Watcher:
             return False
         return True
 
-    def push(self, item: _Item) -> None:
+    def push(self, item: _Item, at: float | None = None) -> None:
+        """Queue ``item``, produced at ``at`` (``time.monotonic()``; default: now)."""
         with self._cond:
             if self.closed is not None:
                 return
@@ -155,7 +176,7 @@ class Watcher:
                     and len(self._items) >= self.queue_limit + self.initial_backlog):
                 self.closed = "overflow"  # a consumer too slow for live events is cut off, as by the real cacher
             else:
-                self._items.append(item)
+                self._items.append((time.monotonic() if at is None else at, item))
             self._cond.notify()
 
     def offer(self, ev: Event) -> None:
@@ -163,17 +184,17 @@ class Watcher:
             return
         if ev.type == DELETED:
             if self.matches(ev.prev):
-                self.push((DELETED, ev, None))
+                self.push((DELETED, ev, None), ev.at)
             return
         cur = self.matches(ev.obj)
         old = ev.prev is not None and self.matches(ev.prev)
         if cur and old:
-            self.push((MODIFIED, ev, None))
+            self.push((MODIFIED, ev, None), ev.at)
         elif cur:
-            self.push((ADDED, ev, None))
+            self.push((ADDED, ev, None), ev.at)
         elif old:
             assert ev.prev is not None
-            self.push((DELETED, None, _with_rv(ev.prev, ev.rv)))
+            self.push((DELETED, None, _with_rv(ev.prev, ev.rv)), ev.at)
 
     def close(self, reason: str) -> None:
         with self._cond:
@@ -182,14 +203,39 @@ class Watcher:
             self._cond.notify_all()
 
     def take(self, timeout: float, max_items: int = 512) -> list[_Item]:
-        """Wait up to ``timeout`` seconds for items; returns what is queued (maybe nothing)."""
+        """Wait up to ``timeout`` seconds for items; returns those that may be sent now (maybe
+        none). With a ``delay``, an item may be sent ``delay()`` seconds after it was produced
+        and never before the item ahead of it: its release time is the later of the two."""
         with self._cond:
-            if not self._items and self.closed is None and timeout > 0:
-                self._cond.wait(timeout)
-            out: list[_Item] = []
-            while self._items and len(out) < max_items:
-                out.append(self._items.popleft())
-            return out
+            if self.delay is None:
+                if not self._items and self.closed is None and timeout > 0:
+                    self._cond.wait(timeout)
+                out: list[_Item] = []
+                while self._items and len(out) < max_items:
+                    out.append(self._items.popleft()[1])
+                return out
+            deadline = time.monotonic() + max(0.0, timeout)
+            while True:
+                now = time.monotonic()
+                out = []
+                while self._items and len(out) < max_items and self._release() <= now:
+                    out.append(self._items.popleft()[1])
+                    self._head_release = None
+                if out or now >= deadline or (not self._items and self.closed is not None):
+                    return out
+                wait = deadline - now
+                if self._items:
+                    wait = min(wait, self._release() - now)
+                self._cond.wait(wait)
+
+    def _release(self) -> float:
+        """When the head item may be sent (cond held, items not empty); asked once per item."""
+        if self._head_release is None:
+            assert self.delay is not None
+            produced = self._items[0][0]
+            self._head_release = max(self._last_release, produced + max(0.0, self.delay()))
+            self._last_release = self._head_release
+        return self._head_release
 
     def pending(self) -> int:
         with self._cond:
@@ -341,6 +387,7 @@ class Store(AdmissionView):
         self._clock = clock
         self._timers: set[threading.Timer] = set()
         self._closed = False
+        self._hooks: list[CommitHook] = []
 
     # ------------------------------------------------------------------ types
 
@@ -432,7 +479,24 @@ class Store(AdmissionView):
 
     # ------------------------------------------------------------------ commit primitives (lock held)
 
+    def add_commit_hook(self, hook: CommitHook) -> Callable[[], None]:
+        """Call ``hook`` on every committed write from now on (see the module docstring);
+        returns a function that removes it."""
+        with self._lock:
+            self._hooks = self._hooks + [hook]
+
+        def remove() -> None:
+            with self._lock:
+                self._hooks = [h for h in self._hooks if h is not hook]
+
+        return remove
+
     def _emit(self, rt: ResourceType, etype: str, obj: dict[str, Any], prev: dict[str, Any] | None, rv: int) -> None:
+        for hook in self._hooks:
+            try:
+                hook(rt.kind, etype, obj, prev)
+            except Exception:  # noqa: BLE001 - an observer must never break a write
+                log.exception("fake apiserver: commit hook failed")
         ev = Event(rv, etype, rt.key, obj, prev)
         if self._history_size:
             if len(self._history) >= self._history_size:
