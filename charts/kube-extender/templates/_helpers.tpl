@@ -291,7 +291,7 @@ app.kubernetes.io/part-of: kube-extender
 {{- $lease := dict "enabled" $le.enabled "leaseName" (include "kube-extender.leaseName" .) "leaseNamespace" (include "kube-extender.leaseNamespace" .) "leaseDuration" $le.leaseDuration "renewDeadline" $le.renewDeadline "retryPeriod" $le.retryPeriod -}}
 {{- $a := $c.admission -}}
 {{- /* the extender lifts gates only when the chart lets it patch pods for that (features.schedulingGates) */ -}}
-{{- $admission := dict "enabled" (include "kube-extender.admissionEnabled" . | eq "true") "gate" $a.gate "strategy" $a.strategy "interval" (toString $a.interval) "resync" (toString $a.resync) -}}
+{{- $admission := dict "enabled" (include "kube-extender.admissionEnabled" . | eq "true") "gate" $a.gate "strategy" $a.strategy "interval" (toString $a.interval) "resync" (toString $a.resync) "holdTimeout" (toString $a.holdTimeout) -}}
 {{- $r := $c.requeue -}}
 {{- $requeue := dict "nudge" $r.nudge "qps" (float64 $r.qps) "minInterval" (toString $r.minInterval) -}}
 apiVersion: kube-extender.io/v1alpha1
