@@ -57,6 +57,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jitter", type=float, default=0.03, help="extra uniform delay per watch event, both sides")
     p.add_argument("--version", choices=("1.29", "1.30"), default="1.30", help="kube-scheduler behaviour")
     p.add_argument("--process", action="store_true", help="run the extender as a `kube-extender serve` process")
+    p.add_argument("--max-backoff", type=float, default=10.0, help="kube-scheduler's podMaxBackoffSeconds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stall-timeout", type=float, default=15.0,
                    help="end a run this long after the last binding while pods are still pending")
@@ -113,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     base = ChurnSpec(pods=args.pods, nodes=args.nodes, gpus_per_node=args.gpus, arrival_rate=args.arrival_rate,
                      max_release_rate=args.release_rate, runtime=(args.runtime[0], args.runtime[1]), jitter=args.jitter,
                      seed=args.seed, version=args.version, processes=args.process,
-                     stall_timeout=args.stall_timeout, timeout=args.timeout)
+                     stall_timeout=args.stall_timeout, timeout=args.timeout,
+                     max_backoff=args.max_backoff)
     print(f"churn: {base.pods} pods of 1 GPU, {base.nodes} nodes x {base.gpus_per_node} GPUs, arrivals "
           f"{base.arrival_rate:g}/s, releases <= {base.max_release_rate:g}/s, runtime {base.runtime[0]:g}-"
           f"{base.runtime[1]:g} s, kube-scheduler {base.version}, extender "

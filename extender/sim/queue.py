@@ -213,8 +213,18 @@ class SchedulingQueue:
         qp.state = BINDING
 
     def move_all(self, event: str, now: float) -> int:
-        """``MoveAllToActiveOrBackoffQueue``: moves pool pods this event may help."""
+        """What kube-scheduler's event handlers do with the queue for ``event`` (1.29-1.31,
+        ``eventhandlers.go``): node events and an assigned pod's deletion move the pool pods the
+        event may help (``MoveAllToActiveOrBackoffQueue``); an assigned pod added or updated moves
+        only pods with an affinity term matching it (``AssignedPodAdded`` /
+        ``AssignedPodUpdated``: none here, the emulator has no inter-pod affinity) but, being of
+        interest, still counts as a move request for pods in flight; an unscheduled pod's add,
+        update or delete touches only that pod."""
+        if event in (POD_ADD, POD_UPDATE, POD_DELETE):
+            return 0
         self.move_request_cycle = self.scheduling_cycle
+        if event in (ASSIGNED_POD_ADD, ASSIGNED_POD_UPDATE):
+            return 0
         moved = 0
         for qp in list(self._pool.values()):
             if qp.state != UNSCHEDULABLE or not self._relevant(qp, event):

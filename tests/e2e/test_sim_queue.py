@@ -36,10 +36,11 @@ def bound_at(scheduler: Any, key: str) -> float | None:
 @pytest.mark.parametrize("version, expected", [("1.30", 5.0), ("1.29", 330.0)])
 def test_pod_rejected_by_extender_and_in_tree_plugin_requeue(version: str, expected: float) -> None:
     """#122019: rejected by NodeAffinity on one node and by the extender on the other. 1.30 moves
-    it on any cluster event (the ``Extender`` pseudo-plugin); 1.29 waits for a node event - an
-    unrelated pod does not count - or the 5-minute flush (ticks every 30 s: t=330)."""
+    it on any event kube-scheduler moves pods for (the ``Extender`` pseudo-plugin): here another
+    pod's deletion; 1.29 waits for a node event - a deletion does not count for NodeAffinity - or
+    the 5-minute flush (ticks every 30 s: t=330)."""
     nodes = [make_node("a1").labels(zone="a").obj(), make_node("b1").labels(zone="b").obj()]
-    cluster = MemoryCluster(cluster_objects(nodes))
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("unrelated").node("b1").obj()]))
     switch = Switch()
     fake = FakeExtender("ext", [switch], node_cache_capable=True)
     scheduler = scheduler_for(cluster, [(entry(), CallableTransport(fake))], version=version)
@@ -49,9 +50,9 @@ def test_pod_rejected_by_extender_and_in_tree_plugin_requeue(version: str, expec
 
     def event() -> None:
         switch.open = True
-        cluster.add_pod(make_pod("unrelated").obj())
+        cluster.delete_pod("default", "unrelated")
 
-    scheduler.at(scheduler.clock.now() + 5, "extender changes its mind; an unrelated pod arrives", event)
+    scheduler.at(scheduler.clock.now() + 5, "extender changes its mind; an unrelated pod goes", event)
     scheduler.run()
     first = scheduler.cycles[0]
     assert first.outcome == "unschedulable"
@@ -182,3 +183,31 @@ def test_scheduler_side_validation_matches_kube_scheduler() -> None:
     assert [e.url_prefix for e in cfg.ordered] == ["second", "third", "first"]
     assert cfg.ignored_resources == {"example.com/gpu"}
     assert cfg.extenders[0].timeout == 5.0  # httpTimeout 0 -> DefaultExtenderTimeout
+
+
+@pytest.mark.parametrize("event, moved, move_request", [
+    ("AssignedPodDelete", True, True),
+    ("NodeAdd", True, True),
+    ("AssignedPodAdd", False, True),
+    ("AssignedPodUpdate", False, True),
+    ("PodAdd", False, False),
+    ("PodUpdate", False, False),
+], ids=lambda v: str(v))
+def test_which_events_move_a_pod_the_extender_rejected(event: str, moved: bool, move_request: bool) -> None:
+    """kube-scheduler 1.30's event handlers: a node event or an assigned pod's deletion moves every
+    pod the ``Extender`` rejected; an assigned pod added or updated moves only pods with a matching
+    affinity term (none here) yet counts as a move request for a pod in flight; an unscheduled
+    pod's own add or update moves nobody else."""
+    from extender.sim import queue as q
+    from extender.sim.cache import PodRecord
+
+    queue = q.SchedulingQueue()
+    waiting = queue.add(PodRecord.from_raw(make_pod("waiting").uid("w").obj()), 0.0)
+    queue.pop()
+    queue.add_unschedulable(waiting, 0.0, frozenset({q.EXTENDER_PLUGIN}))
+    in_flight = queue.add(PodRecord.from_raw(make_pod("in-flight").uid("f").obj()), 0.0)
+    queue.pop()
+    queue.move_all(event, 20.0)  # long after any backoff
+    assert (waiting.state == q.ACTIVE) is moved
+    assert queue.add_unschedulable(in_flight, 20.0, frozenset({q.EXTENDER_PLUGIN})) == \
+        (q.BACKOFF if move_request else q.UNSCHEDULABLE)

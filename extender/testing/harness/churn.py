@@ -56,6 +56,8 @@ class ChurnSpec:
     """Run the extender as a ``kube-extender serve`` process (else in this process)."""
     stall_timeout: float = 15.0
     timeout: float = 300.0
+    max_backoff: float = 10.0
+    """kube-scheduler's ``podMaxBackoffSeconds``."""
 
     @property
     def label(self) -> str:
@@ -144,7 +146,8 @@ def run_churn(spec: ChurnSpec, progress: Callable[[Harness, int], None] | None =
     names = [f"churn-{i:04d}" for i in range(spec.pods)]
     runtimes = {name: rng.uniform(*spec.runtime) for name in names}
     with Harness(objects=nodes, version=spec.version, seed=spec.seed, scheduler_delay=drawn(spec.scheduler_delay),
-                 extender_delay=drawn(spec.extender_delay), processes=spec.processes) as h:
+                 extender_delay=drawn(spec.extender_delay), processes=spec.processes,
+                 scheduler={"pod_max_backoff_seconds": spec.max_backoff}) as h:
         assert h.recorder is not None and h.scheduler is not None
         last_release = [0.0]
         gap = 1.0 / spec.max_release_rate
