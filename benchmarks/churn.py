@@ -36,6 +36,7 @@ import sys
 import time
 from collections import Counter
 
+from extender.cli import POD_MAX_BACKOFF_SECONDS
 from extender.testing.harness import HarnessError
 from extender.testing.harness.churn import ChurnResult, ChurnSpec, run_churn
 
@@ -57,7 +58,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jitter", type=float, default=0.03, help="extra uniform delay per watch event, both sides")
     p.add_argument("--version", choices=("1.29", "1.30"), default="1.30", help="kube-scheduler behaviour")
     p.add_argument("--process", action="store_true", help="run the extender as a `kube-extender serve` process")
-    p.add_argument("--max-backoff", type=float, default=10.0, help="kube-scheduler's podMaxBackoffSeconds")
+    p.add_argument("--max-backoff", type=float, default=POD_MAX_BACKOFF_SECONDS,
+                   help="kube-scheduler's podMaxBackoffSeconds (default: the value kube-extender ships; "
+                        "kube-scheduler's own is 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stall-timeout", type=float, default=15.0,
                    help="end a run this long after the last binding while pods are still pending")
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                      max_backoff=args.max_backoff)
     print(f"churn: {base.pods} pods of 1 GPU, {base.nodes} nodes x {base.gpus_per_node} GPUs, arrivals "
           f"{base.arrival_rate:g}/s, releases <= {base.max_release_rate:g}/s, runtime {base.runtime[0]:g}-"
-          f"{base.runtime[1]:g} s, kube-scheduler {base.version}, extender "
+          f"{base.runtime[1]:g} s, kube-scheduler {base.version} (podMaxBackoffSeconds {base.max_backoff:g}), extender "
           f"{'process' if base.processes else 'in process'}, seed {base.seed}; nproc {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.2f}")
     results = []

@@ -41,12 +41,15 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from extender.cli import POD_MAX_BACKOFF_SECONDS
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "kube-extender"
 CI_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 RELEASE = "ke"
 NAMESPACE = "sched"
-ENTRY_HEADER = "# Add to your KubeSchedulerConfiguration (apiVersion: kubescheduler.config.k8s.io/v1):"
+ENTRY_HEADER = ("# Add to your KubeSchedulerConfiguration (apiVersion: kubescheduler.config.k8s.io/v1), "
+                f"with podMaxBackoffSeconds: {POD_MAX_BACKOFF_SECONDS}:")
 BIND_MARGIN = 1.0  # extender/runtime/handle.py BIND_MARGIN_SECONDS
 
 
@@ -324,6 +327,7 @@ def test_scheduler_configuration_agrees_with_the_extender_configuration(values: 
     sched = scheduler_config(docs, v)
     assert sched["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert sched["kind"] == "KubeSchedulerConfiguration"
+    assert sched["podMaxBackoffSeconds"] == POD_MAX_BACKOFF_SECONDS, "the backoff `config scheduler --full` ships"
 
     # the extenders entry is the one the extender itself derives from its configuration
     (entry,) = sched["extenders"]

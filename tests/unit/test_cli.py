@@ -37,6 +37,7 @@ def test_config_scheduler_full_document(capsys: pytest.CaptureFixture[str]) -> N
     assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1" and doc["kind"] == "KubeSchedulerConfiguration"
     assert doc["profiles"] == [{"schedulerName": "default-scheduler"}]
     assert doc["extenders"][0]["bindVerb"] == "bind"
+    assert doc["podMaxBackoffSeconds"] == 4, "the backoff the churn figures are measured with"
 
 
 def test_config_check_ok_and_bad(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -373,6 +373,7 @@ profiles:
 {{- $sle := .Values.scheduler.leaderElection -}}
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+podMaxBackoffSeconds: {{ int .Values.scheduler.podMaxBackoffSeconds }}
 {{- with .Values.scheduler.extraConfig }}
 {{ toYaml . }}
 {{- end }}

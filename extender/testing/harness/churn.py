@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from extender.cli import POD_MAX_BACKOFF_SECONDS
 from extender.testing.harness.harness import Harness
 from extender.testing.harness.objects import GPU, node, pod
 from extender.testing.harness.observe import PodLife, Release, Violation
@@ -56,8 +57,9 @@ class ChurnSpec:
     """Run the extender as a ``kube-extender serve`` process (else in this process)."""
     stall_timeout: float = 15.0
     timeout: float = 300.0
-    max_backoff: float = 10.0
-    """kube-scheduler's ``podMaxBackoffSeconds``."""
+    max_backoff: float = POD_MAX_BACKOFF_SECONDS
+    """kube-scheduler's ``podMaxBackoffSeconds`` (default: what ``kube-extender config scheduler``
+    ships; kube-scheduler's own default is 10)."""
 
     @property
     def label(self) -> str:
