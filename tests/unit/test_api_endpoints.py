@@ -390,6 +390,28 @@ def test_malformed_pod_is_400(env: Env, verb: str, body: dict[str, Any]) -> None
     assert resp.get_json()["message"].startswith("Pod")
 
 
+@pytest.mark.parametrize("resource, quantity, problem", [
+    pytest.param(GPU, "-1", "'-1' is negative", id="negative-gpu"),
+    pytest.param(GPU, -4, "-4 is negative", id="negative-gpu-number"),
+    pytest.param(GPU, "\uff11", "is not a Kubernetes quantity", id="fullwidth-digit-gpu"),
+    pytest.param("cpu", "-2", "'-2' is negative", id="negative-cpu"),
+    pytest.param("memory", "lots", "'lots' is not a Kubernetes quantity", id="malformed-memory"),
+])
+@pytest.mark.parametrize("verb", ["filter", "prioritize", "preempt"])
+def test_a_bad_quantity_in_the_pod_is_400_never_fits(env: Env, verb: str, resource: str, quantity: Any,
+                                                     problem: str) -> None:
+    """A pod asking for less than nothing (or for garbage) would fit anywhere, and squeeze the
+    pods the extender accounts: the API server refuses such a pod, and so does the extender."""
+    pod = make_pod("neg").uid("uid-neg").req(gpu=1).priority(50).obj()
+    pod["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
+    body = ({"Pod": pod, "NodeNameToMetaVictims": {"full": {"Pods": [{"UID": "uid-low-full"}]}}} if verb == "preempt"
+            else {"Pod": pod, "NodeNames": ALL})
+    resp = env.post(verb, body)
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    message = resp.get_json()["message"]
+    assert message.startswith(f"Pod: spec.containers[0].resources.requests[{resource}]: ") and problem in message
+
+
 @pytest.mark.parametrize("method, path", [
     pytest.param("POST", "/scheduler/nope", id="unknown-verb"),
     pytest.param("GET", "/scheduler/nope", id="unknown-verb-get"),
