@@ -125,6 +125,9 @@ class HotVerbs:
 
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
     prefix = settings.path_prefix.rstrip("/")
+    # A path with a doubled slash is a 404 naming it, not an HTML redirect to the path without
+    # (kube-scheduler only sends one when a verb is configured with a leading slash).
+    app.url_map.merge_slashes = False
 
     def read_body() -> bytes:
         """The request body. Werkzeug stops silently at MAX_CONTENT_LENGTH when there is no

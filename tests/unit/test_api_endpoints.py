@@ -420,6 +420,8 @@ def test_a_bad_quantity_in_the_pod_is_400_never_fits(env: Env, verb: str, resour
     pytest.param("POST", "/filter", id="verb-without-prefix"),
     pytest.param("GET", "/nope", id="unknown-path"),
     pytest.param("GET", "/debug/nope", id="unknown-debug-path"),
+    pytest.param("POST", "/scheduler//filter", id="doubled-slash-verb"),
+    pytest.param("GET", "/debug//config", id="doubled-slash-debug"),
 ])
 def test_unknown_paths_are_404_json(env: Env, method: str, path: str) -> None:
     resp = env.client.open(path, method=method, data=b"{}", content_type="application/json")
