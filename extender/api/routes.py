@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 from flask import Flask, Response, request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api import schemas, wire
@@ -75,8 +76,9 @@ class HotVerbs:
     """WSGI middleware answering filter and prioritize - kube-scheduler's serial, latency-critical
     calls - with the very handlers the Flask views use, minus Flask's per-request machinery
     (~0.3 ms). Only the plain case is taken: POST, no query string, a Content-Length within the
-    limit, this replica serving. Anything else, and any request the handler refuses as bad, goes
-    to the Flask app unchanged (with the body it already read), which answers exactly as before.
+    limit and a body as long as it says, this replica serving. Anything else, and any request the
+    handler refuses as bad, goes to the Flask app unchanged (with the body it already read), which
+    answers exactly as before.
 
     ``respond`` is the same decision for a server that reads requests itself (the gevent
     worker's fast lane, ``extender.api.fastlane``)."""
@@ -112,7 +114,7 @@ class HotVerbs:
         if length <= 0 or (self.limit and length > self.limit):
             return self.app(environ, start_response)
         body = environ["wsgi.input"].read(length)
-        answer = self.respond(path, body)
+        answer = self.respond(path, body) if len(body) == length else None  # short: the client stopped
         if answer is None:
             environ["wsgi.input"] = io.BytesIO(body)
             return self.app(environ, start_response)
@@ -132,11 +134,19 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     def read_body() -> bytes:
         """The request body. Werkzeug stops silently at MAX_CONTENT_LENGTH when there is no
         Content-Length (a chunked upload): a body that reaches the limit is too large, not
-        truncated JSON."""
-        data = request.get_data()
+        truncated JSON. A body that did not arrive as framed - its chunked framing broke, or the
+        client stopped sending before its Content-Length (gunicorn hands over what came) - is a
+        bad request, not an internal error nor a shorter request."""
+        try:
+            data = request.get_data()
+        except ParseException as exc:
+            raise wire.BadRequest(f"request body could not be read: {type(exc).__name__}: {exc}") from exc
         limit = app.config.get("MAX_CONTENT_LENGTH")
         if request.content_length is None and limit and len(data) >= limit:
             raise RequestEntityTooLarge()
+        if request.content_length is not None and len(data) < request.content_length:
+            raise wire.BadRequest(f"request body ended after {len(data)} of the {request.content_length} bytes "
+                                  "its Content-Length announced")
         return data
 
     def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> Record:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import pytest
 from builders import GPU, make_node, make_pod
+from gunicorn.http.errors import ChunkMissingTerminator, InvalidChunkSize
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.runtime.engine import EngineError, InvalidRequest
@@ -485,6 +486,46 @@ def test_streamed_body_over_max_request_bytes_is_413(make_app: Callable[..., Any
     app, cluster = make_app(nodes(), pods(), server={"maxRequestBytes": 1024})
     resp = _streamed(Env(app, cluster), json.dumps({"Pod": P1, "NodeNames": ["free"], "Padding": "x" * 2000}).encode())
     assert resp.status_code == 413, resp.get_data(as_text=True)
+
+
+class _BrokenChunks:
+    """gunicorn's input stream of a chunked body whose framing breaks after ``good`` bytes."""
+
+    def __init__(self, good: bytes, error: Exception) -> None:
+        self.good, self.error = good, error
+
+    def read(self, size: int = -1) -> bytes:
+        if self.good:
+            out, self.good = self.good, b""
+            return out
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [InvalidChunkSize(b"zz"), ChunkMissingTerminator(b"XX")],
+                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_body_whose_chunked_framing_breaks_is_400_not_500(env: Env, verb: str, error: Exception) -> None:
+    resp = env.client.post(f"/scheduler/{verb}",
+                           headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+                           environ_overrides={"wsgi.input": _BrokenChunks(b'{"Pod":', error),
+                                              "wsgi.input_terminated": True})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    payload = resp.get_json()
+    assert payload["error"] == "bad request" and payload["message"].startswith("request body could not be read: ")
+    assert env.metric("kube_extender_internal_errors_total") == 0
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_body_shorter_than_its_content_length_is_400(env: Env, verb: str) -> None:
+    """gunicorn hands over what arrived before the client stopped sending; a complete-looking
+    JSON document that is not the whole announced body is still not the request."""
+    body = json.dumps({"Pod": P1, "NodeNames": ["free"]}).encode()
+    resp = env.client.post(f"/scheduler/{verb}", headers={"Content-Type": "application/json"},
+                           environ_overrides={"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True,
+                                              "CONTENT_LENGTH": str(len(body) + 10)})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    assert resp.get_json()["message"] == f"request body ended after {len(body)} of the {len(body) + 10} bytes " \
+                                         "its Content-Length announced"
 
 
 @pytest.mark.parametrize("path, body", [
