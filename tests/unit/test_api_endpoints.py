@@ -159,6 +159,23 @@ def test_filter_full_nodes_mode_echoes_exact_node_objects(env: Env) -> None:
     assert reply["Error"] == ""
 
 
+@pytest.mark.parametrize("depth, status", [(240, 200), (300, 400)])
+def test_filter_full_nodes_mode_echoes_only_what_it_can_encode(env: Env, depth: int, status: int) -> None:
+    """Node objects are echoed back; one nested deeper than the encoder writes (orjson reads
+    1,024 levels, writes 255) is a 400 naming it, not a 500 from the encoder."""
+    deep: Any = "bottom"
+    for _ in range(depth):
+        deep = {"a": deep}
+    items = [make_node("free").alloc(gpu=4).obj(), {**make_node("half").alloc(gpu=2).obj(), "spec": deep}]
+    resp = env.post("filter", {"Pod": P1, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None})
+    assert resp.status_code == status, resp.get_data(as_text=True)[:300]
+    if status == 200:
+        assert resp.get_json()["Nodes"]["items"] == items
+    else:
+        assert resp.get_json()["message"].startswith("Nodes.items[1]: nested too deeply to be echoed back")
+    assert env.metric("kube_extender_internal_errors_total") == 0
+
+
 @pytest.mark.parametrize("body", [
     pytest.param({"pod": P1, "nodenames": ["free", "full"]}, id="lowercase"),
     pytest.param({"POD": P1, "NODENAMES": ["free", "full"], "NODES": None}, id="uppercase"),
