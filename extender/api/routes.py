@@ -105,14 +105,13 @@ class HotVerbs:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
-        if path not in self.routes or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING"):
-            return self.app(environ, start_response)
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length <= 0 or (self.limit and length > self.limit):
-            return self.app(environ, start_response)
+        if path not in self.routes or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING") \
+                or length <= 0 or (self.limit and length > self.limit):
+            return self._app(environ, start_response, length)
         body = environ["wsgi.input"].read(length)
         answer = self.respond(path, body) if len(body) == length else None  # short: the client stopped
         if answer is None:
@@ -123,6 +122,23 @@ class HotVerbs:
         start_response(f"{status} {_REASONS[status]}",
                        [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any], length: int) -> Any:
+        """The Flask app's answer; then the body it left unread (a 404 or 405 does not read it,
+        a 413 stops at the limit) is read and dropped, up to the limit, before the answer goes
+        out: gunicorn's gthread worker reads at most 64 KiB of it before the next request and
+        otherwise closes the connection it had just answered with keep-alive. A chunked body, or
+        one announced over the limit, is not read: the worker closes those connections, and says
+        so (``extender.api.workers``)."""
+        answer = self.app(environ, start_response)
+        if self.limit and 0 < length <= self.limit:
+            stream, left = environ["wsgi.input"], self.limit
+            try:
+                while left > 0 and (chunk := stream.read(min(left, 1 << 16))):
+                    left -= len(chunk)
+            except Exception:  # noqa: BLE001 - a body that cannot be read (broken framing) closes anyway
+                pass
+        return answer
 
 
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
