@@ -111,7 +111,7 @@ class NodeList(fields.Field):
 def _too_deep(node_list: dict[str, Any]) -> Any:
     """The problem of a NodeList too deep to echo, at the item that is (else the list)."""
     too_deep = "nested too deeply to be echoed back in the reply (more than 250 levels)"
-    for i, item in enumerate(node_list["items"] or []):
+    for i, item in enumerate(node_list.get("items") or []):
         try:
             orjson.dumps({"Nodes": {"items": [item]}})
         except orjson.JSONEncodeError:

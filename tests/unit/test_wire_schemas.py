@@ -188,6 +188,8 @@ MALFORMED = [
                  "Nodes.items[1]: nested too deeply to be echoed back", id="item-too-deep-to-echo"),
     pytest.param(FILTER_ARGS, {"Pod": POD, "Nodes": {"metadata": _nested(300), "items": [NODE_A]}},
                  "Nodes: nested too deeply to be echoed back", id="NodeList-too-deep-to-echo"),
+    pytest.param(FILTER_ARGS, {"Pod": POD, "NodeNames": ["node-a"], "Nodes": _nested(300)},
+                 "Nodes: nested too deeply to be echoed back", id="NodeList-without-items-too-deep"),
     pytest.param(FILTER_ARGS, {"NodeNames": ["node-a"]}, "Pod: is required", id="Pod-missing"),
     pytest.param(FILTER_ARGS, {"Pod": None, "NodeNames": ["node-a"]}, "Pod: null is not allowed", id="Pod-null"),
     pytest.param(FILTER_ARGS, {"Pod": [POD], "NodeNames": ["node-a"]}, "Pod: Pod must be a JSON object",
