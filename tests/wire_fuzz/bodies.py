@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from hypothesis import strategies as st
@@ -294,8 +294,10 @@ class Case:
     the rest reaches the server as the next request); long (Content-Length more than the body,
     then the client stops sending); oversized and oversized-chunked (a body over the limit);
     bad-chunks (chunked framing broken as ``damage`` says); bad-head (the head damaged as
-    ``damage`` says, see ``HEAD_DAMAGE``)."""
+    ``damage`` says, see ``HEAD_DAMAGE``); fragmented (a plain request written in pieces, cut at
+    ``cuts``, a moment apart: the fast lane reads heads and bodies in pieces)."""
     damage: str = ""
+    cuts: list[int] = field(default_factory=list)
 
     def target(self) -> str:
         return self.path or f"{PREFIX}/{self.verb}"
@@ -397,7 +399,7 @@ def cases(draw: Any, verb: str) -> Case:
     http = draw(st.sampled_from(["plain"] * 30 + ["content-type", "content-type", "method", "path", "query",
                                                   "chunked", "chunked", "expect", "pipelined", "pipelined",
                                                   "short", "long", "oversized", "oversized", "bad-chunks",
-                                                  "bad-head", "bad-head"]))
+                                                  "bad-head", "bad-head", "fragmented", "fragmented"]))
     if http in ("short", "long", "bad-chunks", "bad-head") and len(body) > ONE_SHOT_BYTES:
         http = "plain"  # the server answers before reading it all: a larger body would be reset in flight
     if http == "content-type":
@@ -416,6 +418,9 @@ def cases(draw: Any, verb: str) -> Case:
         case.framing, case.damage = http, draw(st.sampled_from(sorted(CHUNK_DAMAGE)))
     elif http == "bad-head":
         case.framing, case.damage = http, draw(st.sampled_from(sorted(HEAD_DAMAGE) + sorted(LINE_DAMAGE)))
+    elif http == "fragmented":
+        case.framing = http
+        case.cuts = sorted(draw(st.lists(st.integers(1, len(case.plain()) - 1), max_size=8, unique=True)))
     elif http != "plain":
         case.framing = http
     return case

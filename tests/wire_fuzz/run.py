@@ -4,6 +4,7 @@ keeps the counts, and checks the server itself between requests; ``fuzz`` draws 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -123,6 +124,11 @@ class Fuzzer:
             conn.send(case.plain())
         elif case.framing in ("chunked", "oversized-chunked"):
             conn.send(case.head("Transfer-Encoding: chunked") + case.chunks())
+        elif case.framing == "fragmented":
+            data = case.plain()
+            for start, end in zip([0, *case.cuts], [*case.cuts, len(data)]):
+                conn.send(data[start:end])
+                time.sleep(0.001)
         elif case.framing == "expect":
             conn.send(case.head("Expect: 100-continue", length=len(body)))
             interim = conn.reply(interim=True)
