@@ -124,21 +124,46 @@ class HotVerbs:
         return [data]
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any], length: int) -> Any:
-        """The Flask app's answer; then the body it left unread (a 404 or 405 does not read it,
-        a 413 stops at the limit) is read and dropped, up to the limit, before the answer goes
-        out: gunicorn's gthread worker reads at most 64 KiB of it before the next request and
-        otherwise closes the connection it had just answered with keep-alive. A chunked body, or
-        one announced over the limit, is not read: the worker closes those connections, and says
-        so (``extender.api.workers``)."""
+        """The Flask app's answer; then what it left unread of a body of ``length`` bytes
+        within the limit (a 404 or 405 reads none of it) is read and dropped before the answer
+        goes out: gunicorn's gthread worker reads at most 64 KiB of it before the next request
+        and otherwise closes the connection it had just answered with keep-alive. A chunked
+        body, or one announced over the limit, is not read: the worker closes those
+        connections, and says so (``extender.api.workers``)."""
+        if not (self.limit and 0 < length <= self.limit):
+            return self.app(environ, start_response)
+        body = environ["wsgi.input"] = _Body(environ["wsgi.input"], length)
         answer = self.app(environ, start_response)
-        if self.limit and 0 < length <= self.limit:
-            stream, left = environ["wsgi.input"], self.limit
-            try:
-                while left > 0 and (chunk := stream.read(min(left, 1 << 16))):
-                    left -= len(chunk)
-            except Exception:  # noqa: BLE001 - a body that cannot be read (broken framing) closes anyway
+        try:
+            while body.read(1 << 16):
                 pass
+        except Exception:  # noqa: BLE001 - a body that cannot be read (the client left) ends here
+            pass
         return answer
+
+
+class _Body:
+    """A request body stream read no further than its Content-Length (a WSGI server need not
+    bound it: werkzeug's development server hands over the connection itself)."""
+
+    def __init__(self, stream: Any, length: int) -> None:
+        self._stream = stream
+        self._left = length
+
+    def _take(self, data: bytes) -> bytes:
+        self._left -= len(data)
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        return self._take(self._stream.read(size)) if size else b""
+
+    def readline(self, size: int | None = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        return self._take(self._stream.readline(size)) if size else b""
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
 
 
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:

@@ -181,6 +181,14 @@ def test_a_body_the_app_did_not_read_is_read_after_it_answered(hot: HotVerbs, me
     assert answer[0].split()[0] in ("404", "405", "200") and stream.tell() == length
 
 
+def test_nothing_past_the_body_is_read(hot: HotVerbs) -> None:
+    """A WSGI server may hand over the connection itself (werkzeug's development server does):
+    the next request's bytes stay where they are."""
+    stream = io.BytesIO(b"x" * 1000 + b"GET /healthz HTTP/1.1\r\n\r\n")
+    _call(hot, "POST", "/scheduler/nope", stream, "1000")
+    assert stream.tell() == 1000
+
+
 def test_a_body_over_the_limit_is_never_read(hot: HotVerbs) -> None:
     """Announced over the limit: 413 unread (the worker closes the connection instead)."""
     stream = io.BytesIO(b"x" * (hot.limit + 10))
