@@ -7,11 +7,14 @@ an oracle written from the extender contract, not from the server's code.
   and duplicate keys, the other request forms (full Node objects, full victim pods); then byte
   damage (truncation, trailing garbage, invalid UTF-8, a BOM, NaN); then how it travels: other
   methods, paths and content types, bodies over ``server.maxRequestBytes``, chunked bodies
-  (well-formed or broken), ``Expect: 100-continue``, pipelined requests, Content-Length lies
-  and damaged heads (the gevent worker's fast lane parses HTTP itself).
+  (well-formed or broken), ``Expect: 100-continue``, pipelined requests, requests written in
+  pieces, Content-Length lies and damaged heads (the gevent worker's fast lane parses HTTP
+  itself).
 * ``oracle``: every reply is a 200 with a valid answer for its verb, or a 4xx whose JSON body
   names the problem (details in ``oracle.judge``). No 5xx: a body that makes the server fail
-  inside is a bad body, and bad bodies get a 400.
+  inside is a bad body, and bad bodies get a 400 (the one exception: HTTP's 501 for a transfer
+  coding the server does not implement). Every reply must also be one ``docs/openapi.yaml``
+  gives (``tests/openapi_doc.py``).
 * ``client`` and ``server``: a raw-socket HTTP/1.1 client (requests written byte for byte,
   replies read in order) and the real server as a subprocess (either worker).
 * ``run``: the ``Fuzzer`` sends the cases, keeps the counts, and checks the server itself: the
