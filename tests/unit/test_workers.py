@@ -5,6 +5,7 @@ Over real sockets, for both workers: tests/integration/test_wire_fuzz_http.py.""
 from __future__ import annotations
 
 import json
+import socket
 from types import SimpleNamespace
 
 import pytest
@@ -13,21 +14,13 @@ from gunicorn import util
 from extender.api.workers import body_limit, json_error, unbounded
 
 
-class _Socket:
-    def __init__(self) -> None:
-        self.data = b""
-
-    def gettimeout(self) -> float:
-        return 0.0
-
-    def sendall(self, data: bytes) -> None:
-        self.data += data
-
-
 def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
-    sock = _Socket()
-    util.write_error(sock, status, reason, message)
-    return sock.data
+    """What gunicorn writes for an error it answers itself."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        util.write_error(ours, status, reason, message)
+        ours.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: theirs.recv(65536), b""))
 
 
 @pytest.mark.parametrize("status, reason, message", [
