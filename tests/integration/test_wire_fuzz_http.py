@@ -121,6 +121,7 @@ def test_a_body_shorter_than_its_content_length_is_never_answered_as_whole(serve
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/debug/snapshot", "/debug/snapshot?node=node-3",
+                                  "/debug/snapshot?node=ghost",
                                   "/debug/pods/default/gpu-pod", "/debug/pods/default/nobody", "/debug/queue",
                                   "/debug/config?pretty", "/debug//config"])
 def test_probes_and_debug_endpoints_answer_as_documented(server: Server, path: str) -> None:

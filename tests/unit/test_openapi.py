@@ -71,6 +71,7 @@ ANSWERS = [
     ("GET", "/metrics", None, 200),
     ("GET", "/debug/snapshot", None, 200),
     ("GET", "/debug/snapshot?node=n2", None, 200),
+    ("GET", "/debug/snapshot?node=ghost", None, 404),
     ("GET", "/debug/pods/default/p1", None, 200),
     ("GET", "/debug/pods/default/nobody", None, 404),
     ("GET", "/debug/queue", None, 200),
@@ -95,3 +96,16 @@ def test_every_answer_is_one_the_document_gives(client: Any) -> None:
 ], ids=["score over 10", "not an array", "error without message", "undocumented status"])
 def test_the_checker_refuses_what_the_document_does_not_give(status: int, body: bytes) -> None:
     assert OPENAPI.problems("POST", "/scheduler/prioritize", status, "application/json", body)
+
+
+def test_a_snapshot_with_devices_is_one_the_document_gives(make_app: Callable[..., Any]) -> None:
+    mem, compute, count = "example.com/gpu-memory", "example.com/gpu-compute", "example.com/gpu"
+    node = make_node("gpu-1").obj()
+    node["metadata"]["labels"].update({"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "24576"})
+    held = make_pod("infer").uid("u-infer").req(**{mem: 8192, compute: 30}).node("gpu-1").obj()
+    app, _ = make_app([node], [held], managedResources=[{"name": r} for r in (mem, compute, count)],
+                      profiles=[{"schedulerName": "default-scheduler", "plugins": {
+                          "multiPoint": {"enabled": [{"name": "DeviceShare"}], "disabled": ["NodeResources"]}}}])
+    resp = app.test_client().get("/debug/snapshot")
+    assert resp.get_json()["nodes"][0]["devices"], "the case this test is about"
+    assert OPENAPI.problems("GET", "/debug/snapshot", 200, resp.content_type, resp.get_data()) == []

@@ -9,12 +9,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from http_calls import free_port
 from wire_fuzz import TESTS
 from wire_fuzz.bodies import LIMIT
 from wire_fuzz.client import Conn, Reply
@@ -28,12 +28,6 @@ def _executable() -> list[str]:
         return [str(beside)]
     found = shutil.which("kube-extender")
     return [found] if found else [sys.executable, "-m", "extender.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def children(pid: int) -> list[int]:
@@ -69,7 +63,7 @@ class Server:
         runtime = self.workdir / "run"
         runtime.mkdir(mode=0o700, exist_ok=True)
         for _ in range(3):  # the free port may be taken between probing and binding it
-            self.port = _free_port()
+            self.port = free_port()
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
                     [*_executable(), "serve", "--cluster", str(self.cluster), "--config", str(config),
