@@ -109,7 +109,7 @@ def _table(counts: Counter[tuple[str, str, str]], workers: list[str], verbs: lis
             for outcome, n in mine.items():
                 if outcome[:3] in by_class:
                     by_class[outcome[:3]][outcome.split()[1]] += n
-            cells = []
+            cells: list[str] = []
             for statuses in by_class.values():
                 cells += [f"{sum(statuses.values()):>{4 if cells else 6}}",
                           ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items()))]
