@@ -8,7 +8,8 @@ faster than the threaded worker (see README "Performance"). gunicorn's gevent wo
 standard library before the app is built, so the engine's threads, locks and events become
 cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``): filter and prioritize
 are read and answered straight off the socket, every other request by gunicorn as before.
-``gthread`` (a pool of ``threads``, no fast lane) remains available.
+``gthread`` (a pool of ``threads``, no fast lane) remains available. Both answer in JSON what
+gunicorn answers itself, and never read a body over the limit (``extender.api.workers``).
 
 On SIGTERM gunicorn stops accepting, lets the requests in flight finish (``graceful_timeout``),
 and the worker calls ``on_exit(app)`` before it exits (gunicorn's ``worker_exit`` hook, in the
@@ -26,7 +27,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 
-WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker"}
+WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker", "gthread": "extender.api.workers.ThreadWorker"}
 """gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
 
 

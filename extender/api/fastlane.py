@@ -39,6 +39,7 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
 from extender.api.routes import HotVerbs, Record
+from extender.api.workers import JsonErrors
 
 _BLANK_LINE = b"\r\n\r\n"
 _REQUEST_LINE = re.compile(rb"([A-Z]+) (/[!-~]*) HTTP/1\.1")
@@ -148,8 +149,9 @@ def lane_of(app: Any, cfg: Any) -> HotVerbs | None:
     return hot
 
 
-class FastLaneWorker(GeventWorker):  # type: ignore[misc]
-    """gunicorn's gevent worker with the fast lane (module docstring) on every connection."""
+class FastLaneWorker(JsonErrors, GeventWorker):  # type: ignore[misc]
+    """gunicorn's gevent worker with the fast lane (module docstring) on every connection, and
+    ``JsonErrors`` for what gunicorn answers itself."""
 
     lane: HotVerbs | None = None
     alive: bool  # gunicorn's: False once the worker is shutting down
@@ -216,6 +218,10 @@ class FastLaneWorker(GeventWorker):  # type: ignore[misc]
                 listener_name = listener.getsockname()
             if not self._delegate(listener_name, client, addr, raw):
                 return
+
+    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
+        self.close_if_unbounded(req)
+        super().handle_request(listener_name, req, sock, addr)
 
     def _send(self, client: Any, answer: tuple[int, bytes, Record], close: bool) -> bool:
         """Write a lane answer in one send, then log and count the request; False when the

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 from flask import Flask, Response, request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api import schemas, wire
@@ -75,8 +76,9 @@ class HotVerbs:
     """WSGI middleware answering filter and prioritize - kube-scheduler's serial, latency-critical
     calls - with the very handlers the Flask views use, minus Flask's per-request machinery
     (~0.3 ms). Only the plain case is taken: POST, no query string, a Content-Length within the
-    limit, this replica serving. Anything else, and any request the handler refuses as bad, goes
-    to the Flask app unchanged (with the body it already read), which answers exactly as before.
+    limit and a body as long as it says, this replica serving. Anything else, and any request the
+    handler refuses as bad, goes to the Flask app unchanged (with the body it already read), which
+    answers exactly as before.
 
     ``respond`` is the same decision for a server that reads requests itself (the gevent
     worker's fast lane, ``extender.api.fastlane``)."""
@@ -103,16 +105,15 @@ class HotVerbs:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
-        if path not in self.routes or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING"):
-            return self.app(environ, start_response)
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length <= 0 or (self.limit and length > self.limit):
-            return self.app(environ, start_response)
+        if path not in self.routes or environ.get("REQUEST_METHOD") != "POST" or environ.get("QUERY_STRING") \
+                or length <= 0 or (self.limit and length > self.limit):
+            return self._app(environ, start_response, length)
         body = environ["wsgi.input"].read(length)
-        answer = self.respond(path, body)
+        answer = self.respond(path, body) if len(body) == length else None  # short: the client stopped
         if answer is None:
             environ["wsgi.input"] = io.BytesIO(body)
             return self.app(environ, start_response)
@@ -122,18 +123,71 @@ class HotVerbs:
                        [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any], length: int) -> Any:
+        """The Flask app's answer; then what it left unread of a body of ``length`` bytes
+        within the limit (a 404 or 405 reads none of it) is read and dropped before the answer
+        goes out: gunicorn's gthread worker reads at most 64 KiB of it before the next request
+        and otherwise closes the connection it had just answered with keep-alive. A chunked
+        body, or one announced over the limit, is not read: the worker closes those
+        connections, and says so (``extender.api.workers``)."""
+        if not (self.limit and 0 < length <= self.limit):
+            return self.app(environ, start_response)
+        body = environ["wsgi.input"] = _Body(environ["wsgi.input"], length)
+        answer = self.app(environ, start_response)
+        try:
+            while body.read(1 << 16):
+                pass
+        except Exception:  # noqa: BLE001 - a body that cannot be read (the client left) ends here
+            pass
+        return answer
+
+
+class _Body:
+    """A request body stream read no further than its Content-Length (a WSGI server need not
+    bound it: werkzeug's development server hands over the connection itself)."""
+
+    def __init__(self, stream: Any, length: int) -> None:
+        self._stream = stream
+        self._left = length
+
+    def _take(self, data: bytes) -> bytes:
+        self._left -= len(data)
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        return self._take(self._stream.read(size)) if size else b""
+
+    def readline(self, size: int | None = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        return self._take(self._stream.readline(size)) if size else b""
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
 
 def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings) -> None:
     prefix = settings.path_prefix.rstrip("/")
+    # A path with a doubled slash is a 404 naming it, not an HTML redirect to the path without
+    # (kube-scheduler only sends one when a verb is configured with a leading slash).
+    app.url_map.merge_slashes = False
 
     def read_body() -> bytes:
         """The request body. Werkzeug stops silently at MAX_CONTENT_LENGTH when there is no
         Content-Length (a chunked upload): a body that reaches the limit is too large, not
-        truncated JSON."""
-        data = request.get_data()
+        truncated JSON. A body that did not arrive as framed - its chunked framing broke, or the
+        client stopped sending before its Content-Length (gunicorn hands over what came) - is a
+        bad request, not an internal error nor a shorter request."""
+        try:
+            data = request.get_data()
+        except ParseException as exc:
+            raise wire.BadRequest(f"request body could not be read: {type(exc).__name__}: {exc}") from exc
         limit = app.config.get("MAX_CONTENT_LENGTH")
         if request.content_length is None and limit and len(data) >= limit:
             raise RequestEntityTooLarge()
+        if request.content_length is not None and len(data) < request.content_length:
+            raise wire.BadRequest(f"request body ended after {len(data)} of the {request.content_length} bytes "
+                                  "its Content-Length announced")
         return data
 
     def finish(verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> Record:

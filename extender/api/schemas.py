@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validates_schema
 
 
@@ -83,7 +84,10 @@ class StringList(fields.Field):
 
 
 class NodeList(fields.Field):
-    """A v1.NodeList: an object whose ``items`` are Node objects with names (one pass)."""
+    """A v1.NodeList: an object whose ``items`` are Node objects with names (one pass). filter
+    echoes it back, so it must also be one the reply encoder can write: orjson stops at 255
+    levels of nesting, and a NodeList nested deeper (orjson reads up to 1,024) is refused here
+    rather than failing the reply (checked by encoding it once, in C)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -97,7 +101,22 @@ class NodeList(fields.Field):
             meta = item.get("metadata") if isinstance(item, dict) else None
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
                 raise ValidationError({"items": {i: ["must be a Node object with metadata.name"]}})
+        try:
+            orjson.dumps({"Nodes": value})  # as deep as in the reply
+        except orjson.JSONEncodeError:
+            raise ValidationError(_too_deep(value)) from None
         return value
+
+
+def _too_deep(node_list: dict[str, Any]) -> Any:
+    """The problem of a NodeList too deep to echo, at the item that is (else the list)."""
+    too_deep = "nested too deeply to be echoed back in the reply (more than 250 levels)"
+    for i, item in enumerate(node_list.get("items") or []):
+        try:
+            orjson.dumps({"Nodes": {"items": [item]}})
+        except orjson.JSONEncodeError:
+            return {"items": {i: [too_deep]}}
+    return too_deep
 
 
 class Int64(fields.Field):

@@ -4,7 +4,11 @@ Every amount inside kube-extender is an ``int`` of *milli-units* (``"1"`` -> 100
 250, ``"1Ki"`` -> 1_024_000): no floats anywhere, so accounting never drifts. Parsing follows
 ``k8s.io/apimachinery/pkg/api/resource``: an optional sign, a decimal number, then a binary
 suffix (Ki..Ei), a decimal suffix (n, u, m, k, M, G, T, P, E) or a decimal exponent (e3, E-2).
-Values that are not whole milli-units round *up*, as Kubernetes does for requests.
+Values that are not whole milli-units round *up*, as Kubernetes does for requests. Digits are
+ASCII only (Go's parser knows no others). What a pod requests, limits or declares as overhead must
+moreover be zero or more (the API server refuses anything else): ``pod_requests`` checks every one
+of those quantities, tracked or not, so a pod that Kubernetes would never accept is an error,
+never a pod that fits.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE])?)$"
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE])?)"
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
@@ -30,7 +34,7 @@ class QuantityError(ValueError):
 
 @lru_cache(maxsize=4096)
 def _parse(text: str) -> Fraction:
-    m = _QUANTITY.match(text.strip())
+    m = _QUANTITY.fullmatch(text.strip())
     if not m:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity")
     value = Fraction(m["num"])
@@ -61,7 +65,11 @@ def milli(value: Any) -> int:
     """The quantity in milli-units, rounded up: ``milli("2") == 2000``, ``milli("0.5m") == 1``."""
     if type(value) is str:
         return _milli_text(value)
-    q = parse_quantity(value) * 1000
+    return _ceil_milli(parse_quantity(value))
+
+
+def _ceil_milli(q: Fraction) -> int:
+    q *= 1000
     return -((-q.numerator) // q.denominator)
 
 
@@ -69,8 +77,26 @@ def milli(value: Any) -> int:
 def _milli_text(text: str) -> int:
     """``milli`` of a quantity string, remembered: every request's pod repeats the same few
     strings ("1", "500m", "4Gi"), and exact Fraction arithmetic costs microseconds each."""
-    q = _parse(text) * 1000
-    return -((-q.numerator) // q.denominator)
+    return _ceil_milli(_parse(text))
+
+
+def requested_milli(value: Any) -> int:
+    """``milli`` of an amount a pod requests, limits or declares as overhead: QuantityError also
+    when it is below zero (even ``-0.1m``, which would round up to 0)."""
+    if type(value) is str:
+        return _requested_text(value)
+    q = parse_quantity(value)
+    if q < 0:
+        raise QuantityError(f"{value!r} is negative")
+    return _ceil_milli(q)
+
+
+@lru_cache(maxsize=4096)
+def _requested_text(text: str) -> int:
+    q = _parse(text)
+    if q < 0:
+        raise QuantityError(f"{text!r} is negative")
+    return _ceil_milli(q)
 
 
 def format_milli(amount: int) -> str:
@@ -88,18 +114,45 @@ def resource_list(values: Mapping[str, Any] | None, names: Iterable[str] | None 
     return {k: milli(v) for k, v in values.items() if wanted is None or k in wanted}
 
 
-def _container_requests(container: Mapping[str, Any], wanted: frozenset[str] | None) -> dict[str, int]:
-    res = container.get("resources") or {}
-    requests = res.get("requests") or {}
-    limits = res.get("limits") or {}
+def _requested_list(values: Any, where: str, wanted: frozenset[str] | None) -> dict[str, int]:
+    """A pod's ResourceList (requests, limits, overhead) in milli-units, ``wanted`` names only;
+    every quantity is checked (``requested_milli``), and a problem names its place ``where``."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise QuantityError(f"{where} must be a map of quantities, got {type(values).__name__}")
     out: dict[str, int] = {}
+    for name, value in values.items():
+        try:
+            amount = requested_milli(value)
+        except QuantityError as exc:
+            raise QuantityError(f"{where}[{name}]: {exc}") from None
+        if wanted is None or name in wanted:
+            out[name] = amount
+    return out
+
+
+def _container_requests(container: Any, where: str, wanted: frozenset[str] | None) -> dict[str, int]:
+    if not isinstance(container, Mapping):
+        raise QuantityError(f"{where} must be an object, got {type(container).__name__}")
+    res = container.get("resources")
+    if res is None:
+        return {}
+    if not isinstance(res, Mapping):
+        raise QuantityError(f"{where}.resources must be an object, got {type(res).__name__}")
     # The API server defaults a missing request from the limit (always so for extended resources);
     # objects read from files were never defaulted, so do it here.
-    for source in (limits, requests):
-        for name, value in source.items():
-            if wanted is None or name in wanted:
-                out[name] = milli(value)
-    return out
+    return {**_requested_list(res.get("limits"), f"{where}.resources.limits", wanted),
+            **_requested_list(res.get("requests"), f"{where}.resources.requests", wanted)}
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[Any]:
+    containers = spec.get(key)
+    if containers is None:
+        return []
+    if not isinstance(containers, list):
+        raise QuantityError(f"spec.{key} must be an array, got {type(containers).__name__}")
+    return containers
 
 
 def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
@@ -112,18 +165,19 @@ def pod_requests(pod: Mapping[str, Any], names: Iterable[str] | None = None) -> 
 
     ``max(sum(app containers) + sum(sidecars), max over init containers i of (init_i + sidecars
     started before i))`` plus ``spec.overhead``. Sidecars are init containers with
-    ``restartPolicy: Always``. Only ``names`` are computed when given. Raises QuantityError on a
-    malformed quantity.
+    ``restartPolicy: Always``. Only ``names`` are computed when given, but every quantity is
+    checked: QuantityError, naming the place (``spec.containers[0].resources.requests[cpu]``), on
+    a malformed or negative one, or a resources section of the wrong shape.
     """
     spec = pod.get("spec") or {}
     wanted = None if names is None else frozenset(names)
     total: dict[str, int] = {}
-    for c in spec.get("containers") or ():
-        _add(total, _container_requests(c, wanted))
+    for i, c in enumerate(_containers(spec, "containers")):
+        _add(total, _container_requests(c, f"spec.containers[{i}]", wanted))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for c in spec.get("initContainers") or ():
-        req = _container_requests(c, wanted)
+    for i, c in enumerate(_containers(spec, "initContainers")):
+        req = _container_requests(c, f"spec.initContainers[{i}]", wanted)
         if c.get("restartPolicy") == "Always":
             _add(sidecars, req)
             candidate = dict(sidecars)
@@ -137,9 +191,7 @@ def pod_requests(pod: Mapping[str, Any], names: Iterable[str] | None = None) -> 
     for k, v in init_peak.items():
         if v > total.get(k, 0):
             total[k] = v
-    overhead = spec.get("overhead")
-    if overhead:
-        _add(total, resource_list(overhead, wanted))
+    _add(total, _requested_list(spec.get("overhead"), "spec.overhead", wanted))
     return total
 
 

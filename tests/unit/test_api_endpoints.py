@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import pytest
 from builders import GPU, make_node, make_pod
+from gunicorn.http.errors import ChunkMissingTerminator, InvalidChunkSize
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.runtime.engine import EngineError, InvalidRequest
@@ -156,6 +157,23 @@ def test_filter_full_nodes_mode_echoes_exact_node_objects(env: Env) -> None:
     assert reply["FailedNodes"] == {"full": INSUFFICIENT, "ghost": NOT_IN_CACHE}
     assert reply["FailedAndUnresolvableNodes"] == {"zero": TOO_LITTLE, "cpu-only": NOT_OFFERED}
     assert reply["Error"] == ""
+
+
+@pytest.mark.parametrize("depth, status", [(240, 200), (300, 400)])
+def test_filter_full_nodes_mode_echoes_only_what_it_can_encode(env: Env, depth: int, status: int) -> None:
+    """Node objects are echoed back; one nested deeper than the encoder writes (orjson reads
+    1,024 levels, writes 255) is a 400 naming it, not a 500 from the encoder."""
+    deep: Any = "bottom"
+    for _ in range(depth):
+        deep = {"a": deep}
+    items = [make_node("free").alloc(gpu=4).obj(), {**make_node("half").alloc(gpu=2).obj(), "spec": deep}]
+    resp = env.post("filter", {"Pod": P1, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None})
+    assert resp.status_code == status, resp.get_data(as_text=True)[:300]
+    if status == 200:
+        assert resp.get_json()["Nodes"]["items"] == items
+    else:
+        assert resp.get_json()["message"].startswith("Nodes.items[1]: nested too deeply to be echoed back")
+    assert env.metric("kube_extender_internal_errors_total") == 0
 
 
 @pytest.mark.parametrize("body", [
@@ -390,6 +408,28 @@ def test_malformed_pod_is_400(env: Env, verb: str, body: dict[str, Any]) -> None
     assert resp.get_json()["message"].startswith("Pod")
 
 
+@pytest.mark.parametrize("resource, quantity, problem", [
+    pytest.param(GPU, "-1", "'-1' is negative", id="negative-gpu"),
+    pytest.param(GPU, -4, "-4 is negative", id="negative-gpu-number"),
+    pytest.param(GPU, "\uff11", "is not a Kubernetes quantity", id="fullwidth-digit-gpu"),
+    pytest.param("cpu", "-2", "'-2' is negative", id="negative-cpu"),
+    pytest.param("memory", "lots", "'lots' is not a Kubernetes quantity", id="malformed-memory"),
+])
+@pytest.mark.parametrize("verb", ["filter", "prioritize", "preempt"])
+def test_a_bad_quantity_in_the_pod_is_400_never_fits(env: Env, verb: str, resource: str, quantity: Any,
+                                                     problem: str) -> None:
+    """A pod asking for less than nothing (or for garbage) would fit anywhere, and squeeze the
+    pods the extender accounts: the API server refuses such a pod, and so does the extender."""
+    pod = make_pod("neg").uid("uid-neg").req(gpu=1).priority(50).obj()
+    pod["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
+    body = ({"Pod": pod, "NodeNameToMetaVictims": {"full": {"Pods": [{"UID": "uid-low-full"}]}}} if verb == "preempt"
+            else {"Pod": pod, "NodeNames": ALL})
+    resp = env.post(verb, body)
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    message = resp.get_json()["message"]
+    assert message.startswith(f"Pod: spec.containers[0].resources.requests[{resource}]: ") and problem in message
+
+
 @pytest.mark.parametrize("method, path", [
     pytest.param("POST", "/scheduler/nope", id="unknown-verb"),
     pytest.param("GET", "/scheduler/nope", id="unknown-verb-get"),
@@ -398,6 +438,8 @@ def test_malformed_pod_is_400(env: Env, verb: str, body: dict[str, Any]) -> None
     pytest.param("POST", "/filter", id="verb-without-prefix"),
     pytest.param("GET", "/nope", id="unknown-path"),
     pytest.param("GET", "/debug/nope", id="unknown-debug-path"),
+    pytest.param("POST", "/scheduler//filter", id="doubled-slash-verb"),
+    pytest.param("GET", "/debug//config", id="doubled-slash-debug"),
 ])
 def test_unknown_paths_are_404_json(env: Env, method: str, path: str) -> None:
     resp = env.client.open(path, method=method, data=b"{}", content_type="application/json")
@@ -461,6 +503,46 @@ def test_streamed_body_over_max_request_bytes_is_413(make_app: Callable[..., Any
     app, cluster = make_app(nodes(), pods(), server={"maxRequestBytes": 1024})
     resp = _streamed(Env(app, cluster), json.dumps({"Pod": P1, "NodeNames": ["free"], "Padding": "x" * 2000}).encode())
     assert resp.status_code == 413, resp.get_data(as_text=True)
+
+
+class _BrokenChunks:
+    """gunicorn's input stream of a chunked body whose framing breaks after ``good`` bytes."""
+
+    def __init__(self, good: bytes, error: Exception) -> None:
+        self.good, self.error = good, error
+
+    def read(self, size: int = -1) -> bytes:
+        if self.good:
+            out, self.good = self.good, b""
+            return out
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [InvalidChunkSize(b"zz"), ChunkMissingTerminator(b"XX")],
+                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_body_whose_chunked_framing_breaks_is_400_not_500(env: Env, verb: str, error: Exception) -> None:
+    resp = env.client.post(f"/scheduler/{verb}",
+                           headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+                           environ_overrides={"wsgi.input": _BrokenChunks(b'{"Pod":', error),
+                                              "wsgi.input_terminated": True})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    payload = resp.get_json()
+    assert payload["error"] == "bad request" and payload["message"].startswith("request body could not be read: ")
+    assert env.metric("kube_extender_internal_errors_total") == 0
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_body_shorter_than_its_content_length_is_400(env: Env, verb: str) -> None:
+    """gunicorn hands over what arrived before the client stopped sending; a complete-looking
+    JSON document that is not the whole announced body is still not the request."""
+    body = json.dumps({"Pod": P1, "NodeNames": ["free"]}).encode()
+    resp = env.client.post(f"/scheduler/{verb}", headers={"Content-Type": "application/json"},
+                           environ_overrides={"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True,
+                                              "CONTENT_LENGTH": str(len(body) + 10)})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    assert resp.get_json()["message"] == f"request body ended after {len(body)} of the {len(body) + 10} bytes " \
+                                         "its Content-Length announced"
 
 
 @pytest.mark.parametrize("path, body", [

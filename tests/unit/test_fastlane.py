@@ -5,6 +5,7 @@ Over real HTTP: tests/integration/test_fastlane_http.py."""
 from __future__ import annotations
 
 import email.utils
+import io
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -162,3 +163,43 @@ def _metrics_of(hot: HotVerbs) -> Any:
 def _count(metrics: Any, verb: str) -> float:
     return sum(s.value for m in metrics.requests.collect() for s in m.samples
                if s.name.endswith("_total") and s.labels.get("verb") == verb)
+
+
+# ---- HotVerbs as WSGI middleware ---------------------------------------------------------------
+
+@pytest.mark.parametrize("method, path, length", [
+    ("POST", "/scheduler/nope", 100_000),
+    ("PUT", "/scheduler/filter", 100_000),
+    ("GET", "/healthz", 5_000),
+], ids=["404", "405", "GET with a body"])
+def test_a_body_the_app_did_not_read_is_read_after_it_answered(hot: HotVerbs, method: str, path: str,
+                                                               length: int) -> None:
+    """gunicorn's gthread worker reads at most 64 KiB of a body the app left before the next
+    request, else closes a connection it had just answered with keep-alive: the lane reads it."""
+    stream = io.BytesIO(b"x" * length)
+    answer = _call(hot, method, path, stream, str(length))
+    assert answer[0].split()[0] in ("404", "405", "200") and stream.tell() == length
+
+
+def test_nothing_past_the_body_is_read(hot: HotVerbs) -> None:
+    """A WSGI server may hand over the connection itself (werkzeug's development server does):
+    the next request's bytes stay where they are."""
+    stream = io.BytesIO(b"x" * 1000 + b"GET /healthz HTTP/1.1\r\n\r\n")
+    _call(hot, "POST", "/scheduler/nope", stream, "1000")
+    assert stream.tell() == 1000
+
+
+def test_a_body_over_the_limit_is_never_read(hot: HotVerbs) -> None:
+    """Announced over the limit: 413 unread (the worker closes the connection instead)."""
+    stream = io.BytesIO(b"x" * (hot.limit + 10))
+    answer = _call(hot, "POST", "/scheduler/bind", stream, str(hot.limit + 10))
+    assert answer[0].startswith("413") and stream.tell() == 0
+
+
+def _call(hot: HotVerbs, method: str, path: str, stream: io.BytesIO, length: str) -> tuple[str, bytes]:
+    seen: list[str] = []
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "x",
+               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": stream, "CONTENT_LENGTH": length,
+               "CONTENT_TYPE": "application/json"}
+    body = b"".join(hot(environ, lambda status, headers, *_: seen.append(status)))
+    return seen[0], body

@@ -161,6 +161,13 @@ def _bad(schema: Schema, body: Any) -> wire.BadRequest:
     return info.value
 
 
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 MALFORMED = [
     # filter / prioritize
     pytest.param(FILTER_ARGS, {"Pod": POD, "NodeNames": "node-a"}, "NodeNames: must be an array of strings",
@@ -177,6 +184,12 @@ MALFORMED = [
                  id="items-not-objects"),
     pytest.param(FILTER_ARGS, {"Pod": POD, "Nodes": {"items": [NODE_A, {"metadata": {}}]}},
                  "Nodes.items[1]: must be a Node object with metadata.name", id="item-without-name"),
+    pytest.param(FILTER_ARGS, {"Pod": POD, "Nodes": {"items": [NODE_A, {**NODE_B, "spec": _nested(300)}]}},
+                 "Nodes.items[1]: nested too deeply to be echoed back", id="item-too-deep-to-echo"),
+    pytest.param(FILTER_ARGS, {"Pod": POD, "Nodes": {"metadata": _nested(300), "items": [NODE_A]}},
+                 "Nodes: nested too deeply to be echoed back", id="NodeList-too-deep-to-echo"),
+    pytest.param(FILTER_ARGS, {"Pod": POD, "NodeNames": ["node-a"], "Nodes": _nested(300)},
+                 "Nodes: nested too deeply to be echoed back", id="NodeList-without-items-too-deep"),
     pytest.param(FILTER_ARGS, {"NodeNames": ["node-a"]}, "Pod: is required", id="Pod-missing"),
     pytest.param(FILTER_ARGS, {"Pod": None, "NodeNames": ["node-a"]}, "Pod: null is not allowed", id="Pod-null"),
     pytest.param(FILTER_ARGS, {"Pod": [POD], "NodeNames": ["node-a"]}, "Pod: Pod must be a JSON object",

@@ -1,0 +1,101 @@
+"""What kube-extender adds to gunicorn's workers: every answer JSON, and no connection kept
+alive that gunicorn would then close.
+
+* gunicorn answers the requests it cannot parse by itself (a malformed request line or header, a
+  Content-Length that is not a number or comes twice, an unsupported Transfer-Encoding, an
+  ``Expect`` other than ``100-continue``, a broken chunked body, a head over its limits) with an
+  HTML page. ``JsonErrors`` sends the same status and gunicorn's message as
+  ``{"error", "message"}``, like every answer of the app, and still closes the connection.
+* A request whose body is announced over the app's limit (Content-Length) gets a 413 without
+  the body being read, and a chunked body may turn out over the limit (or broken) only once
+  read. Before the next request on the connection gunicorn would have to read what is left:
+  the gevent worker reads all of it, however large; gthread gives up after 64 KiB and closes
+  the connection it had just announced as keep-alive. ``JsonErrors`` marks such requests to
+  close instead: the answer says ``Connection: close`` and nothing more is read.
+  (kube-scheduler's Go client always sends a Content-Length.)
+
+``ThreadWorker`` is gunicorn's gthread worker with these; the gevent worker is
+``extender.api.fastlane.FastLaneWorker``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import orjson
+from gunicorn import util
+from gunicorn.workers import gthread
+
+_STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3}) ([^\r\n]*)")
+_MESSAGE = re.compile(rb"</h1>\s*(.*?)\s*</body>", re.S)
+
+
+class _Written:
+    """A stand-in socket that keeps what gunicorn writes to it (its HTML error page)."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+def json_error(page: bytes) -> bytes | None:
+    """gunicorn's HTML error reply ``page`` (``gunicorn.util.write_error``) as the same reply
+    with a JSON body; None if it is not one."""
+    status, message = _STATUS_LINE.match(page), _MESSAGE.search(page)
+    if status is None:
+        return None
+    reason = status.group(2).decode("latin-1")
+    text = html.unescape(message.group(1).decode("latin-1")) if message is not None else ""
+    body = orjson.dumps({"error": reason.lower(), "message": text or reason})
+    return (f"HTTP/1.1 {status.group(1).decode()} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
+
+
+def body_limit(app: Any) -> int:
+    """The app's request body limit in bytes (Flask's ``MAX_CONTENT_LENGTH``); 0 = none."""
+    return int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 0)
+
+
+def unbounded(req: Any, limit: int) -> bool:
+    """gunicorn request ``req`` announces a body over ``limit`` bytes, or comes in chunks (the
+    only Transfer-Encoding gunicorn lets through): its size is known only once read."""
+    for name, value in req.headers:
+        if name == "TRANSFER-ENCODING":
+            return True
+        if name == "CONTENT-LENGTH" and limit and value.isdigit() and int(value) > limit:
+            return True
+    return False
+
+
+class JsonErrors:
+    """Mixin for a gunicorn worker class (see the module docstring)."""
+
+    wsgi: Any  # gunicorn's: the app, once loaded
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        page = _Written()
+        super().handle_error(req, page, addr, exc)  # type: ignore[misc] # gunicorn logs it and writes the page
+        reply = json_error(page.data)
+        try:
+            util.write_nonblock(client, reply if reply is not None else page.data)
+        except Exception:  # noqa: BLE001 - as gunicorn: the client may be gone
+            pass
+
+    def close_if_unbounded(self, req: Any) -> None:
+        if unbounded(req, body_limit(self.wsgi)):
+            req.must_close = True
+
+
+class ThreadWorker(JsonErrors, gthread.ThreadWorker):  # type: ignore[misc]
+    """gunicorn's gthread worker with ``JsonErrors``."""
+
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        self.close_if_unbounded(req)
+        return bool(super().handle_request(req, conn))

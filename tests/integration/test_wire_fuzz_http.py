@@ -1,0 +1,129 @@
+"""The wire fuzz (``tests/wire_fuzz``) against the real server, both workers: a short seeded run
+(the full one is ``benchmarks/fuzz_wire.py``), and what it found at the HTTP level as focused
+tests over raw sockets - gunicorn's own answers in JSON, connections closed when they are not
+reusable and kept when they are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from wire_fuzz import VERBS, WORKERS
+from wire_fuzz.bodies import GOLDEN, LIMIT, encode
+from wire_fuzz.client import Conn, Reply, ServerClosed, request
+from wire_fuzz.run import OPENAPI, Fuzzer, fuzz
+from wire_fuzz.server import Server
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = 250
+"""Generated requests per verb and worker: ~10 s per worker, every framing and mutation kind."""
+
+
+@pytest.fixture(scope="module", params=WORKERS)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    started = Server(request.param, Path(tmp_path_factory.mktemp(f"fuzz-{request.param}"))).start()
+    yield started
+    started.stop()
+
+
+def test_generated_requests_get_valid_answers_or_named_problems(server: Server) -> None:
+    fuzzer = Fuzzer(server)
+    for verb in VERBS:
+        fuzz(fuzzer, verb, EXAMPLES)
+    fuzzer.finish()
+    assert not fuzzer.violations, "\n".join(map(str, fuzzer.violations[:10]))
+    for verb in VERBS:  # the generator reaches both sides of every verb
+        answered = sum(n for (v, _, outcome), n in fuzzer.counts.items() if v == verb and outcome == "200")
+        refused = sum(n for (v, _, outcome), n in fuzzer.counts.items() if v == verb and outcome.startswith("4xx"))
+        assert answered >= EXAMPLES // 20 and refused >= EXAMPLES // 4, (verb, fuzzer.counts)
+
+
+def _exchange(server: Server, data: bytes, *, stop: bool = True) -> list[Reply]:
+    """Write ``data`` on a new connection (then stop sending); every reply until it closes."""
+    conn = Conn(server.port)
+    replies = []
+    try:
+        conn.send(data)
+        if stop:
+            conn.stop_sending()
+        while True:
+            replies.append(conn.reply())
+    except ServerClosed:
+        return replies
+    finally:
+        conn.close()
+
+
+GOOD = encode(GOLDEN["filter"]["v1.36"]).encode()
+
+
+@pytest.mark.parametrize("head, status, message", [
+    (b"HELLO\r\n\r\n", 400, "Invalid Request Line"),
+    (b"POST /scheduler/filter HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}", 400, "CONTENT-LENGTH"),
+    (b"POST /scheduler/filter HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400, "CONTENT-LENGTH"),
+    (b"POST /scheduler/filter HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 417, "200-ok"),
+    (b"POST /scheduler/filter?" + b"a" * 5000 + b" HTTP/1.1\r\n\r\n", 414, "too large"),
+    (b"POST /scheduler/filter HTTP/1.1\r\nBad Name: x\r\n\r\n", 400, "Bad Name"),
+], ids=["request line", "Content-Length twice", "negative Content-Length", "Expect", "target too long",
+        "header name"])
+def test_what_gunicorn_refuses_is_answered_in_json(server: Server, head: bytes, status: int, message: str) -> None:
+    [reply] = _exchange(server, head)
+    assert reply.status == status and reply.close and reply.headers["content-type"] == "application/json"
+    payload = reply.json()
+    assert set(payload) == {"error", "message"} and message in payload["message"], payload
+
+
+def test_a_body_announced_over_the_limit_is_refused_unread_and_the_connection_closed(server: Server) -> None:
+    head = request("POST", "/scheduler/filter", b"", length=LIMIT + 1)
+    [reply] = _exchange(server, head + b" " * 1000, stop=False)  # the rest never comes: nothing waits for it
+    assert reply.status == 413 and reply.close and str(LIMIT) in reply.json()["message"]
+
+
+@pytest.mark.parametrize("chunks", [
+    pytest.param(b"%x\r\n" % len(GOOD) + GOOD + b"\r\n0\r\n\r\n", id="well-formed"),
+    pytest.param(b"zz\r\n" + GOOD + b"\r\n0\r\n\r\n", id="size not hex"),
+    pytest.param(b"%x\r\n" % len(GOOD) + GOOD + b"XX0\r\n\r\n", id="no CRLF after the data"),
+])
+def test_a_chunked_body_is_answered_and_its_connection_closed(server: Server, chunks: bytes) -> None:
+    """A chunked body's size is known only once read: its connection closes after the answer,
+    and says so. One with broken framing is a 400 naming it, not a 500."""
+    [reply] = _exchange(server, request("POST", "/scheduler/filter", chunks, "Transfer-Encoding: chunked"),
+                        stop=False)
+    assert reply.close
+    if b"zz" in chunks or b"XX" in chunks:
+        assert reply.status == 400 and reply.json()["message"].startswith("request body could not be read")
+    else:
+        assert reply.status == 200 and json.loads(reply.body)["Error"] == ""
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/scheduler/nope"), ("PUT", "/scheduler/filter")])
+def test_a_large_body_the_app_does_not_read_keeps_the_connection(server: Server, method: str, path: str) -> None:
+    body = b" " * (LIMIT - 1000)  # far more than the 64 KiB gthread would read before the next request
+    conn = Conn(server.port)
+    try:
+        conn.send(request(method, path, body, length=len(body))
+                  + request("POST", "/scheduler/filter", GOOD, length=len(GOOD)))
+        first, second = conn.reply(), conn.reply()
+    finally:
+        conn.close()
+    assert first.status in (404, 405) and not first.close
+    assert second.status == 200 and second.json()["Error"] == ""
+
+
+def test_a_body_shorter_than_its_content_length_is_never_answered_as_whole(server: Server) -> None:
+    """The client stops before the announced length: no answer (the fast lane), or a 400."""
+    replies = _exchange(server, request("POST", "/scheduler/filter", GOOD, length=len(GOOD) + 10))
+    assert all(r.status == 400 for r in replies), [(r.status, r.body[:100]) for r in replies]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/debug/snapshot", "/debug/snapshot?node=node-3",
+                                  "/debug/snapshot?node=ghost",
+                                  "/debug/pods/default/gpu-pod", "/debug/pods/default/nobody", "/debug/queue",
+                                  "/debug/config?pretty", "/debug//config"])
+def test_probes_and_debug_endpoints_answer_as_documented(server: Server, path: str) -> None:
+    reply = server.get(path)
+    assert reply.status in (200, 404)
+    assert OPENAPI.problems("GET", path, reply.status, reply.headers["content-type"], reply.body) == []
