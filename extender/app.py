@@ -32,12 +32,20 @@ from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
-from extender.runtime.profile import ProfileError, build_framework, unknown_plugin
+from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
 from extender.runtime.registry import Registry
 from extender.runtime.waiting_pods import WaitingPods
-from policies import DEFAULT_PLUGINS, builtin_registry
+from policies import DEFAULT_PLUGINS, builtin_specs
 
 log = logging.getLogger(__name__)
+
+DEFAULTS = PluginSet(enabled=tuple(PluginRef(name) for name in DEFAULT_PLUGINS))
+"""What a profile runs when the configuration says nothing."""
+
+
+def builtin_registry() -> Registry:
+    """A registry of the built-in policies."""
+    return Registry(builtin_specs())
 
 
 class Leadership(Protocol):
@@ -94,7 +102,7 @@ def _frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry
             if name not in registry:
                 problems.append((f"{path}.pluginConfig[{name}].name", unknown_plugin(name, registry)))
         try:
-            frameworks[profile.scheduler_name] = build_framework(profile, DEFAULT_PLUGINS, registry, handle,
+            frameworks[profile.scheduler_name] = build_framework(profile, DEFAULTS, registry, handle,
                                                                  metrics, path)
         except ProfileError as exc:
             problems.extend(exc.problems)

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 
 from marshmallow import Schema, ValidationError
 
-from extender.runtime.registry import ArgsError
+from extender.framework.registration import ArgsError
 
 
 def parser(schema: type[Schema]) -> Callable[[Mapping[str, Any]], Any]:

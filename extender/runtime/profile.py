@@ -17,7 +17,8 @@ from extender.framework.interfaces import EXTENSION_POINTS, Plugin
 from extender.framework.problems import did_you_mean, flatten
 from extender.metrics import Metrics
 from extender.runtime.framework import Framework
-from extender.runtime.registry import ArgsError, Registry
+from extender.framework.registration import ArgsError
+from extender.runtime.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from extender.framework.cycle_state import CycleState
 from extender.framework.handle import Handle, WriteError
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies.default_binder import logic
 
 NAME = "DefaultBinder"

@@ -24,7 +24,7 @@ from extender.framework.interfaces import NodeCapacity, Victim
 from extender.framework.resources import QuantityError, milli
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies._args import parser
 from policies.device_share import logic
 from policies.device_share.args import DeviceShareArgs, DeviceShareArgsSchema

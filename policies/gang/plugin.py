@@ -33,7 +33,7 @@ from extender.framework.handle import Handle, SnapshotView
 from extender.framework.interfaces import PreFilterResult
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies._args import parser
 from policies.gang import logic
 from policies.gang.args import GangArgs, GangArgsSchema

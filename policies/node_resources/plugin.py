@@ -17,7 +17,7 @@ from extender.framework.handle import Handle
 from extender.framework.interfaces import Victim
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies._args import parser
 from policies.node_resources import logic
 from policies.node_resources.args import NodeResourcesArgs, NodeResourcesArgsSchema

@@ -24,7 +24,7 @@ from extender.framework.cycle_state import CycleState
 from extender.framework.handle import Handle, WriteError
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies.preemption import logic
 
 NAME = "ManagedPreemption"

@@ -6,7 +6,7 @@ from typing import Any
 
 from extender.framework.handle import Handle
 from extender.framework.views import PodInfo
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 from policies.priority_sort import logic
 
 NAME = "PrioritySort"

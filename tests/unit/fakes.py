@@ -9,7 +9,7 @@ from typing import Any, Callable
 from extender.framework.handle import Handle
 from extender.framework.interfaces import PreFilterResult
 from extender.framework.status import Status
-from extender.runtime.registry import PluginSpec
+from extender.framework.registration import PluginSpec
 
 Journal = list[tuple[str, str, str]]
 

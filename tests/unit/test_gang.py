@@ -13,7 +13,8 @@ from conftest import config_of
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.status import Status
-from extender.runtime.registry import PluginSpec, Registry
+from extender.framework.registration import PluginSpec
+from extender.runtime.registry import Registry
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 
