@@ -239,6 +239,25 @@ def shutdown(app: Flask) -> None:
         state.leader.stop()
 
 
+API_MUTATING_INFLIGHT = 200
+"""kube-apiserver's default ``--max-mutating-requests-inflight``: it works on no more writes at once."""
+
+BACKGROUND_REQUESTS = 16
+"""API requests the extender may have open besides those made while answering a verb: its
+watches (pods, nodes, PodDisruptionBudgets, PodGroups, ...) and its loops (leader election,
+admission, nudges, orphan collection, Events)."""
+
+
+def api_connections(config: ExtenderConfig) -> int:
+    """Idle connections to keep open to the API server: one per verb request the server answers
+    at once (``server.connections`` with the gevent worker, ``server.threads`` with gthread; a
+    bind is one write, and kube-scheduler keeps many binds in flight) plus the background ones,
+    at most what kube-apiserver works on at once by default. Fewer, and every bind beyond them
+    opens a connection (a TLS handshake on a real API server) that is closed right after."""
+    concurrency = config.server.connections if config.server.worker == "gevent" else config.server.threads
+    return min(concurrency + BACKGROUND_REQUESTS, API_MUTATING_INFLIGHT)
+
+
 def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, clock: Clock | None = None) -> Flask:
     """The app against a real cluster: list+watch source, fenced writer, optional leader election.
     In-cluster credentials unless ``kubeconfig`` is given."""
@@ -248,7 +267,10 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
     from extender.cluster.kube.source import KubeSource, PodFilter
     from extender.cluster.kube.writer import KubeWriter
 
-    client = KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+    connections = api_connections(config)
+    client = KubeClient.from_kubeconfig(kubeconfig, connections=connections) if kubeconfig \
+        else KubeClient.in_cluster(connections=connections)
+    log.info("kubernetes client", extra={"host": client.host, "connections": client.connections})
     metrics = Metrics()
     le = config.leader_election
     leader = None

@@ -74,11 +74,12 @@ Answer = tuple[int, Any, Record]
 
 class HotVerbs:
     """WSGI middleware answering filter and prioritize - kube-scheduler's serial, latency-critical
-    calls - with the very handlers the Flask views use, minus Flask's per-request machinery
-    (~0.3 ms). Only the plain case is taken: POST, no query string, a Content-Length within the
-    limit and a body as long as it says, this replica serving. Anything else, and any request the
-    handler refuses as bad, goes to the Flask app unchanged (with the body it already read), which
-    answers exactly as before.
+    calls - and bind (one per pod) with the very handlers the Flask views use, minus Flask's
+    per-request machinery (~0.3 ms). Only the plain case is taken: POST, no query string, a
+    Content-Length within the limit and a body as long as it says, this replica serving. Anything
+    else, and any request the handler refuses as bad, goes to the Flask app unchanged (with the
+    body it already read), which answers exactly as before. A handler raises only before it acts
+    (bind reports the engine's failures in its reply), so no request is acted on twice.
 
     ``respond`` is the same decision for a server that reads requests itself (the gevent
     worker's fast lane, ``extender.api.fastlane``)."""
@@ -269,19 +270,25 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     verb_filter, verb_prioritize, verb_preempt = view(do_filter), view(do_prioritize), view(do_preempt)
 
-    def verb_bind() -> Response:
+    def do_bind(body: bytes) -> Answer:
+        """Never raises once the engine has acted: its failures are the reply's ``Error``."""
         t0 = time.perf_counter()
-        args = wire.load(_BIND_ARGS, wire.decode(read_body()))
+        args = wire.load(_BIND_ARGS, wire.decode(body))
         pod = f"{args['PodNamespace'] or 'default'}/{args['PodName']}"
         try:
             error = engine.bind(args["PodNamespace"] or "default", args["PodName"], args["PodUID"], args["Node"])
         except Exception as exc:  # noqa: BLE001 - reported in Error: kube-scheduler backs off
             internal("bind", exc, pod)
             error = f"internal error: {type(exc).__name__}: {exc}"
-        finish("bind", t0, pod, 1, "bound" if not error else "error")()
-        if error:
-            log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
-        return json_response(wire.bind_reply(error))
+        done = finish("bind", t0, pod, 1, "bound" if not error else "error")
+
+        def record() -> None:
+            done()
+            if error:
+                log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
+        return 200, wire.bind_reply(error), record
+
+    verb_bind = view(do_bind)
 
     handlers = {"filter": verb_filter, "prioritize": verb_prioritize, "preempt": verb_preempt, "bind": verb_bind}
 
@@ -298,8 +305,8 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
 
     for kind, segment in settings.verbs.items():
         app.add_url_rule(f"{prefix}/{segment}", f"verb_{kind}", leader_only(kind, handlers[kind]), methods=["POST"])
-    hot = {f"{prefix}/{settings.verbs[k]}": h for k, h in (("filter", do_filter), ("prioritize", do_prioritize))
-           if k in settings.verbs}
+    hot = {f"{prefix}/{settings.verbs[k]}": h
+           for k, h in (("filter", do_filter), ("prioritize", do_prioritize), ("bind", do_bind)) if k in settings.verbs}
     app.wsgi_app = HotVerbs(app.wsgi_app, hot, settings.serving,  # type: ignore[method-assign]
                             int(app.config.get("MAX_CONTENT_LENGTH") or 0))
 

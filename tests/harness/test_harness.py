@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from extender import __version__
 from extender.cluster.kube.client import KubeClient
 from extender.framework.handle import WriteError
 from extender.testing.fakeapi import FakeApiServer
-from extender.testing.harness import ApiClusterView, GPU, Harness, Recorder, node, pod, scheduler_user_agent
+from extender.testing.harness import (ApiClusterView, GPU, Harness, ProcessExtender, Recorder, node, pod,
+                                      scheduler_user_agent)
 
 EXTENDER = f"kube-extender/{__version__}"
 SCHEDULER = "kube-scheduler/v1.30.0 (harness)"
@@ -40,6 +42,17 @@ def test_pods_are_bound_through_the_api_and_every_side_is_observed() -> None:
         assert counts[(SCHEDULER, "create", "pods/binding")] == 1
         assert counts[(SCHEDULER, "watch", "pods")] == counts[(EXTENDER, "watch", "pods")] == 1
         assert h.request_counts("kube-scheduler").keys() <= {k for k in counts if k[0] == SCHEDULER}
+
+
+def test_every_bound_pod_costs_the_extender_one_write_its_binding() -> None:
+    with Harness(objects=[node(f"n{i}", gpus=4) for i in range(5)]) as h:
+        for i in range(20):
+            h.create_pod(pod(f"p{i}", 1))
+        assert h.wait_until(lambda: all(life.bound_at is not None for life in h.lives), timeout=20), h.pending()
+        writes = [r for r in h.api.requests() if r.user_agent == EXTENDER and r.method in ("POST", "PUT", "PATCH", "DELETE")]
+        assert sorted(r.path.rsplit("/", 2)[1] for r in writes) == sorted(f"p{i}" for i in range(20))
+        assert {(r.verb, r.resource) for r in writes} == {("create", "pods/binding")}
+        assert all(life.node for life in h.lives) and not h.violations
 
 
 def test_rejections_are_recorded_with_the_status_kube_scheduler_writes() -> None:
@@ -171,6 +184,24 @@ def test_an_extender_process_is_killed_and_restarted() -> None:
         assert h.wait_until(lambda: h.pod("second").bound_at is not None, timeout=10)
         assert (h.pod("first").node, h.pod("second").node) == ("n1", "n1") and not h.violations
         assert replica.starts == 2  # type: ignore[attr-defined]
+
+
+def test_a_process_replica_runs_the_executable_it_is_given(tmp_path: Path) -> None:
+    """Another installation's kube-extender, to measure it with the same harness."""
+    seen = tmp_path / "args"
+    exe = tmp_path / "kube-extender"
+    exe.write_text(f'#!/bin/sh\necho "$@" > {seen}\nexec sleep 30\n')
+    exe.chmod(0o755)
+    with FakeApiServer() as api:
+        replica = ProcessExtender(api, {}, name="other", workdir=tmp_path, executable=exe)
+        replica.start()
+        try:
+            deadline = time.monotonic() + 5
+            while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert seen.read_text().startswith("serve --cluster kube --kubeconfig ")
+        finally:
+            replica.kill()
 
 
 def test_actions_run_at_their_time_and_errors_are_kept() -> None:

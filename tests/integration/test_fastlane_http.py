@@ -172,14 +172,20 @@ def test_each_verb_request_is_logged_once_and_counted(serve: Callable[..., Serve
             sock.sendall(post(f"{PREFIX}/filter", args("logged", SMOKE_NODES))
                          + post(f"{PREFIX}/prioritize", args("logged", ["node-a", "node-b"])))
             assert reader.response()[0] == 200 and reader.response()[0] == 200
+        sock.sendall(post(f"{PREFIX}/bind", json.dumps({"PodName": "trainer-0", "PodNamespace": "default",
+                                                        "PodUID": TRAINER_0, "Node": "node-a"}).encode()))
+        assert reader.response()[::2] == (200, b'{"Error":""}')
     metrics = _metrics(server)
     assert metrics[("kube_extender_requests_total", (("outcome", "feasible"), ("verb", "filter")))] == 3
     assert metrics[("kube_extender_requests_total", (("outcome", "ok"), ("verb", "prioritize")))] == 3
+    assert metrics[("kube_extender_requests_total", (("outcome", "bound"), ("verb", "bind")))] == 1
     assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "filter"),))] == 3
     assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "prioritize"),))] == 3
+    assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "bind"),))] == 1
     assert metrics[("kube_extender_decisions_total", (("status", "Success"), ("verb", "filter")))] == 3
     log = server.log_path.read_text()
-    assert "Fast lane for /scheduler/filter, /scheduler/prioritize" in log
+    assert "Fast lane for /scheduler/bind, /scheduler/filter, /scheduler/prioritize" in log
+    assert len([line for line in log.splitlines() if "msg=request verb=bind pod=default/trainer-0" in line]) == 1
     lines = [line for line in log.splitlines() if "msg=request" in line and "pod=default/logged" in line]
     assert len(lines) == 6
     for line in lines:

@@ -139,8 +139,19 @@ def test_respond_logs_and_counts_only_when_the_record_is_called(hot: HotVerbs) -
     assert _count(metrics, "filter") == before + 1
 
 
+def test_respond_binds_and_leaves_a_bad_bind_to_flask(make_app: Any) -> None:
+    app, cluster = make_app([make_node("n1").alloc(gpu=4).obj()], [make_pod("p").uid("uid-p").req(gpu=1).obj()])
+    hot = app.wsgi_app
+    assert hot.respond("/scheduler/bind", b'{"PodName": "p", "Node": 5}') is None  # Flask answers the 400
+    assert not cluster.get_pod("default", "p")["spec"].get("nodeName")
+    body = json.dumps({"PodName": "p", "PodNamespace": "default", "PodUID": "uid-p", "Node": "n1"}).encode()
+    status, data, record = hot.respond("/scheduler/bind", body) or (0, b"", None)
+    assert status == 200 and json.loads(data) == {"Error": ""} and callable(record)
+    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+
+
 @pytest.mark.parametrize("path, body", [
-    ("/scheduler/bind", args(["n1"])),
+    ("/scheduler/preempt", args(["n1"])),
     ("/scheduler/filter?pretty", args(["n1"])),
     ("/scheduler/filter", b"not json"),
     ("/scheduler/filter", b""),

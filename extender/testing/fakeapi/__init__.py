@@ -80,7 +80,8 @@ Test instruments (not part of a real server)
 * Faults (:mod:`.faults`): failing or disconnecting requests, latency, and watch delivery delays
   per client (``delay_watches("kube-scheduler", 0.3)``: that client's watches run 300 ms behind).
 * The request log (:meth:`FakeApiServer.requests`, :meth:`FakeApiServer.request_counts`): every
-  request with its ``User-Agent``, Kubernetes verb and resource.
+  request with its ``User-Agent``, Kubernetes verb and resource, and the client's address (the
+  connection it came over).
 * Commit hooks (:meth:`FakeApiServer.on_commit`): every committed write, synchronously, before
   any watcher sees it (for invariant checkers).
 

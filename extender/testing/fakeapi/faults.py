@@ -51,6 +51,8 @@ class RequestRecord:
     status: int | None = None
     #: which fault answered the request, if any ("fail", "disconnect")
     fault: str | None = None
+    #: the client's (host, port): requests with the same peer came over the same connection
+    peer: tuple[str, int] | None = None
 
     @property
     def watch(self) -> bool:

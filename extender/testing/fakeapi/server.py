@@ -147,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
                 parsed = loads(body)
             except (ValueError, UnicodeDecodeError):
                 parsed = body
-        rec = RequestRecord(self.command, path, query, parsed, headers)
+        rec = RequestRecord(self.command, path, query, parsed, headers, peer=self.client_address[:2])
         fake.faults.record(rec)
         delay = fake.faults.delay_for(rec)
         if delay > 0:

@@ -141,8 +141,11 @@ class ProcessExtender:
     """See the module docstring. The log (stdout and stderr of every start) is ``<workdir>/<name>.log``."""
 
     def __init__(self, api: FakeApiServer, config: Mapping[str, Any], *, name: str, workdir: Path,
-                 port: int | None = None) -> None:
+                 port: int | None = None, executable: str | Path | None = None) -> None:
+        """``executable``: the ``kube-extender`` to run (default: the one installed next to this
+        Python), e.g. another installation's, to measure another version with the same harness."""
         self.name = name
+        self.executable = Path(executable) if executable else Path(sys.executable).parent / "kube-extender"
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.kubeconfig = api.kubeconfig(self.workdir / f"{name}.kubeconfig")
@@ -165,12 +168,11 @@ class ProcessExtender:
     def start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        exe = Path(sys.executable).parent / "kube-extender"
         runtime_dir = self.workdir / f"{self.name}.run"
         runtime_dir.mkdir(exist_ok=True)
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(exe), "serve", "--cluster", "kube", "--kubeconfig", self.kubeconfig, "--config",
+                [str(self.executable), "serve", "--cluster", "kube", "--kubeconfig", self.kubeconfig, "--config",
                  str(self.config_file), "--host", "127.0.0.1", "--port", str(self.port)],
                 stdout=log, stderr=log, start_new_session=True,
                 env={**os.environ, "XDG_RUNTIME_DIR": str(runtime_dir)})

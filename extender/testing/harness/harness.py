@@ -90,7 +90,8 @@ class Harness:
     before anyone starts. ``extender``: ExtenderConfiguration keys (the shipped defaults
     otherwise; with ``replicas > 1`` leader election is turned on with
     :data:`FAST_LEADER_ELECTION` timings unless configured). ``processes``: run the replicas as
-    ``kube-extender serve`` processes instead of in this process. ``version``: the emulated
+    ``kube-extender serve`` processes instead of in this process (``extender_executable``: which
+    ``kube-extender``; default: the one next to this Python). ``version``: the emulated
     kube-scheduler's ("1.29" or "1.30"); ``scheduler``: further :class:`SchedulerConfig` fields.
     ``scheduler_delay``/``extender_delay``: watch delivery delays of each side's informer (see
     :meth:`set_delays`). ``seed``: the scheduler's tie-breaking. ``workdir``: kubeconfigs,
@@ -101,7 +102,7 @@ class Harness:
                  scheduler: Mapping[str, Any] | None = None, scheduler_delay: Delay = 0.0,
                  extender_delay: Delay = 0.0, seed: int = 0, workdir: str | Path | None = None,
                  sync_timeout: float = 30.0, probe_period: float = 0.05, scheduler_events: bool = True,
-                 request_log_size: int = 500_000) -> None:
+                 request_log_size: int = 500_000, extender_executable: str | Path | None = None) -> None:
         if replicas < 1:
             raise ValueError("replicas must be at least 1")
         self.objects = [clone(dict(o)) for o in objects]
@@ -111,6 +112,7 @@ class Harness:
         self.extender_config = config
         self.replica_count = replicas
         self.processes = processes
+        self.extender_executable = extender_executable
         self.version = version
         self.scheduler_overrides = dict(scheduler or {})
         self.seed = seed
@@ -159,9 +161,7 @@ class Harness:
             self._create(obj, seed=True)
         self.set_delays(scheduler=self._delays[SCHEDULER_AGENT], extender=self._delays[EXTENDER_AGENT])
         self._timeline = _Timeline(self.now)
-        kind = ProcessExtender if self.processes else InProcessExtender
-        self.replicas = [kind(self.api, self.extender_config, name=f"extender-{i}", workdir=self.workdir)
-                         for i in range(self.replica_count)]
+        self.replicas = [self._replica(f"extender-{i}") for i in range(self.replica_count)]
         for replica in self.replicas:
             replica.start()
         self.service = ServiceTransport(self.replicas, self.probe_period)
@@ -169,6 +169,12 @@ class Harness:
             raise HarnessError(f"no extender replica became ready within {self.sync_timeout:g}s "
                                f"(logs, if any, in {self.workdir})")
         self._start_scheduler(config)
+
+    def _replica(self, name: str) -> Replica:
+        if self.processes:
+            return ProcessExtender(self.api, self.extender_config, name=name, workdir=self.workdir,
+                                   executable=self.extender_executable)
+        return InProcessExtender(self.api, self.extender_config, name=name, workdir=self.workdir)
 
     def _start_scheduler(self, config: ExtenderConfig) -> None:
         assert self.recorder is not None and self.service is not None
