@@ -161,8 +161,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     kubeconfig = None
     if kube:
-        from extender.cluster.kube.credentials import find_credentials
-        credentials = find_credentials(args.kubeconfig)
+        from extender.cluster.kube.credentials import find_credentials_apart
+        credentials = find_credentials_apart(args.kubeconfig)
         log.info("kubernetes credentials", extra={"source": credentials.source,
                                                   "kubeconfig": credentials.kubeconfig or "-"})
         kubeconfig = credentials.kubeconfig or None

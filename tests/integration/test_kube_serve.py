@@ -81,6 +81,9 @@ def test_serve_against_the_api_server_binds_for_real(api: FakeApiServer, tmp_pat
         stop(proc)
     log = (tmp_path / "single.log").read_text()
     assert f"msg=\"kubernetes credentials\" source=$KUBECONFIG kubeconfig={tmp_path / 'single.kubeconfig'}" in log
+    # the Kubernetes client was imported in the worker only, after gevent patched ssl: TLS requests
+    # to a real API server cooperate instead of blocking the worker
+    assert "Monkey-patching ssl after ssl has already been imported" not in log
 
 
 @pytest.mark.slow

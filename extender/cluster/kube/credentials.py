@@ -9,6 +9,7 @@ of a traceback from the worker process.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,3 +72,33 @@ def _loaded(creds: Credentials) -> Credentials:
         raise CredentialsError(f"cannot use the kubeconfig {creds.kubeconfig} (from {creds.source}): {first}; "
                                "pass --kubeconfig FILE with a working one") from None
     return creds
+
+
+def find_credentials_apart(explicit: str | None = None) -> Credentials:
+    """``find_credentials`` in a forked child process, for the server's master: loading credentials
+    imports the Kubernetes client, which imports urllib3 and its ``ssl`` names; in a process that
+    later forks gunicorn's gevent worker, those references escape gevent's patching of ``ssl``, and
+    API requests over TLS would block the whole worker. The master only learns the answer. Raises
+    CredentialsError like ``find_credentials``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into the caller's code
+        os.close(read)
+        try:
+            creds = find_credentials(explicit)
+            answer = {"kubeconfig": creds.kubeconfig, "source": creds.source}
+        except CredentialsError as exc:
+            answer = {"error": str(exc)}
+        except BaseException as exc:  # noqa: BLE001 - anything else is still one line for the user
+            answer = {"error": f"looking for Kubernetes credentials failed: {type(exc).__name__}: {exc}"}
+        with os.fdopen(write, "w") as out:
+            out.write(json.dumps(answer))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answers:
+        text = answers.read()
+    os.waitpid(pid, 0)
+    answer = json.loads(text) if text else {"error": "looking for Kubernetes credentials failed"}
+    if "error" in answer:
+        raise CredentialsError(answer["error"])
+    return Credentials(answer["kubeconfig"], answer["source"])
