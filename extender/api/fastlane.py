@@ -8,16 +8,17 @@ in front of it, per keep-alive connection:
 
 * it reads each request itself; when the head is the plain case (see ``parse_head``: ``HTTP/1.1``,
   one ``Content-Length`` within the body limit, no ``Transfer-Encoding``/``Expect``/``Upgrade``,
-  well-formed lines within gunicorn's limits), the path is a hot verb and ``HotVerbs`` answers
-  it, the reply goes out in one send, and only then is the request logged and counted;
-* any other request framed that way (bind, preempt, probes, metrics, a verb the handler refuses
-  as bad, a follower's 503) is handed to gunicorn exactly as it arrived - its parser, the Flask
-  app, its response - and the connection comes back to the lane for the next request;
+  well-formed lines within gunicorn's limits) and the request is a POST to a verb,
+  ``Verbs.answer`` answers it (bad input and a follower's 503 included), the reply goes out in
+  one send, and only then is the request logged and counted;
+* any other request framed that way (probes, metrics, debug views, a query string) is handed to
+  gunicorn exactly as it arrived - its parser, the Flask app, its response - and the connection
+  comes back to the lane for the next request;
 * a head that is not the plain case (chunked, HTTP/1.0, malformed, a body over the limit, an
   oversized head) hands the rest of the connection to gunicorn with the bytes already read, so
   whatever gunicorn and Flask answered before, they still answer.
 
-The lane is off (plain gunicorn gevent worker) when the app has no ``HotVerbs``, or gunicorn is
+The lane is off (plain gunicorn gevent worker) when the app has no verbs, or gunicorn is
 set up for something the lane does not speak: HTTP/2, the PROXY protocol, uWSGI, no keep-alive.
 """
 
@@ -34,11 +35,13 @@ from typing import Any
 
 import gevent
 import gunicorn
+import orjson
 from gunicorn.http import RequestParser
 from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
-from extender.api.routes import HotVerbs, Record
+from extender.api.routes import VerbShortcut
+from extender.api.verbs import Answer
 from extender.api.workers import JsonErrors
 
 _BLANK_LINE = b"\r\n\r\n"
@@ -137,10 +140,11 @@ class _Replay:
         return getattr(self._sock, name)
 
 
-def lane_of(app: Any, cfg: Any) -> HotVerbs | None:
-    """The app's HotVerbs when the fast lane may serve it under gunicorn settings ``cfg``."""
+def lane_of(app: Any, cfg: Any) -> VerbShortcut | None:
+    """The app's verbs (its VerbShortcut) when the fast lane may serve them under gunicorn
+    settings ``cfg``."""
     hot = getattr(app, "wsgi_app", None)
-    if not isinstance(hot, HotVerbs) or not cfg.keepalive:
+    if not isinstance(hot, VerbShortcut) or not cfg.keepalive:
         return None
     if "h2" in (getattr(cfg, "http_protocols", None) or ()) or getattr(cfg, "protocol", "http") != "http":
         return None
@@ -153,14 +157,14 @@ class FastLaneWorker(JsonErrors, GeventWorker):  # type: ignore[misc]
     """gunicorn's gevent worker with the fast lane (module docstring) on every connection, and
     ``JsonErrors`` for what gunicorn answers itself."""
 
-    lane: HotVerbs | None = None
+    lane: VerbShortcut | None = None
     alive: bool  # gunicorn's: False once the worker is shutting down
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
         self.lane = lane_of(self.wsgi, self.cfg)
         if self.lane is not None:
-            self.log.info("Fast lane for %s", ", ".join(sorted(self.lane.routes)))
+            self.log.info("Fast lane for %s", ", ".join(sorted(self.lane.verbs.kinds)))
         else:
             self.log.info("Fast lane off (no hot verbs, or HTTP/2, PROXY protocol, uWSGI or no keep-alive)")
 
@@ -209,9 +213,9 @@ class FastLaneWorker(JsonErrors, GeventWorker):  # type: ignore[misc]
                 return  # the client left mid-body
             raw = bytes(buf[:size])
             del buf[:size]
-            answer = lane.respond(head.target, raw[size - head.length:]) if head.method == "POST" else None
-            if answer is not None:
-                if not self._send(client, answer, head.close):
+            kind = lane.verbs.kinds.get(head.target) if head.method == "POST" else None
+            if kind is not None:
+                if not self._send(client, lane.verbs.answer(kind, raw[size - head.length:], head.target), head.close):
                     return
                 continue
             if listener_name is None:
@@ -223,10 +227,11 @@ class FastLaneWorker(JsonErrors, GeventWorker):  # type: ignore[misc]
         self.close_if_unbounded(req)
         super().handle_request(listener_name, req, sock, addr)
 
-    def _send(self, client: Any, answer: tuple[int, bytes, Record], close: bool) -> bool:
+    def _send(self, client: Any, answer: Answer, close: bool) -> bool:
         """Write a lane answer in one send, then log and count the request; False when the
         connection must close (the client asked, or the worker is restarting or stopping)."""
-        status, data, record = answer
+        status, payload, record = answer
+        data = orjson.dumps(payload)
         self.nr += 1
         if self.nr >= self.max_requests and self.alive:
             self.log.info("Autorestarting worker after current request.")

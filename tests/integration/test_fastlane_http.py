@@ -179,7 +179,7 @@ def test_each_verb_request_is_logged_once_and_counted(serve: Callable[..., Serve
     assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "prioritize"),))] == 3
     assert metrics[("kube_extender_decisions_total", (("status", "Success"), ("verb", "filter")))] == 3
     log = server.log_path.read_text()
-    assert "Fast lane for /scheduler/filter, /scheduler/prioritize" in log
+    assert "Fast lane for /scheduler/bind, /scheduler/filter, /scheduler/preempt, /scheduler/prioritize" in log
     lines = [line for line in log.splitlines() if "msg=request" in line and "pod=default/logged" in line]
     assert len(lines) == 6
     for line in lines:
