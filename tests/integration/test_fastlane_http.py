@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 from typing import Callable
@@ -202,3 +203,26 @@ def _metrics(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
             labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")))
             out[(m.group(1), labels)] = float(m.group(3))
     return out
+
+
+def test_sigterm_closes_idle_connections_and_answers_the_last_request(serve: Callable[..., Server]) -> None:
+    """A graceful stop does not wait out the keep-alive timeout of idle clients: their connections
+    end, a request still arriving is answered with Connection: close, and the worker exits 0."""
+    server = serve(SMOKE)
+    idle, idle_reader = connect(server)
+    busy, busy_reader = connect(server)
+    with idle, busy:
+        idle.sendall(post(f"{PREFIX}/filter", args("p", SMOKE_NODES)))
+        assert idle_reader.response()[1]["connection"] == "keep-alive"
+        raw = post(f"{PREFIX}/filter", args("q", SMOKE_NODES))
+        busy.sendall(raw[:40])  # a request begun: not idle
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        assert idle_reader.closed(), "the idle keep-alive connection was closed"
+        busy.sendall(raw[40:])
+        status, headers, _ = busy_reader.response()
+        assert status == 200 and headers["connection"] == "close"
+        assert busy_reader.closed()
+    assert server.stop() == 0
+    log = server.log_path.read_text()
+    assert "graceful timeout" not in log and "Traceback" not in log, log[-2000:]
