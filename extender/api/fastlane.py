@@ -63,6 +63,10 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
         """INT or QUIT: exit now."""
         self._reopen = False
         self._connections: set[Connection] = set()
+        cfg = self.cfg
+        self._left = (cfg.max_requests + random.randint(0, max(0, cfg.max_requests_jitter))
+                      if cfg.max_requests > 0 else 0)
+        """Requests to answer before a graceful restart (0: no limit)."""
 
     def init_signals(self) -> None:
         super().init_signals()
@@ -84,8 +88,6 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
 
     def run(self) -> None:
         cfg = self.cfg
-        self._left = (cfg.max_requests + random.randint(0, max(0, cfg.max_requests_jitter))
-                      if cfg.max_requests > 0 else 0)
         shortcut = getattr(self.wsgi, "wsgi_app", None)
         self._verbs = shortcut.verbs if isinstance(shortcut, VerbShortcut) else None
         self._limits = Limits(cfg.limit_request_line, cfg.limit_request_fields, cfg.limit_request_field_size,

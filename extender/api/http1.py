@@ -296,15 +296,17 @@ class Connection:
     def _wsgi(self, request: Request) -> bool:
         """The WSGI app's answer to ``request``."""
         started: list[Any] = []
+        written: list[bytes] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
             started[:] = [status, headers]
-            return lambda data: None  # PEP 3333's write(): the Flask app never calls it
+            return written.append  # PEP 3333's write(): what it is given comes first
 
         try:
             result = self.app(self._environ(request), start_response)
             try:
-                body = b"".join(result)
+                chunks = list(result)
+                body = b"".join(written) + b"".join(chunks)
             finally:
                 if hasattr(result, "close"):
                     result.close()

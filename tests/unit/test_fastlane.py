@@ -15,8 +15,9 @@ from typing import Any, Iterator
 
 import pytest
 from builders import make_node, make_pod
+from gunicorn.config import Config
 
-from extender.api.fastlane import tls_context, unspoken
+from extender.api.fastlane import FastLaneWorker, tls_context, unspoken
 from extender.api.http1 import Connection, Limits, base_environ, reply_head
 from extender.api.routes import VerbShortcut
 
@@ -339,3 +340,35 @@ def test_tls_goes_through_gunicorns_ssl_context_hook() -> None:
 
     cfg = SimpleNamespace(ssl_context=hook)
     assert tls_context(cfg) == "context" and made == [cfg]
+
+
+def worker(**settings: Any) -> tuple[FastLaneWorker, list[str]]:
+    """A worker under gunicorn ``settings`` (not started), and what it logs at info."""
+    cfg = Config()
+    for name, value in settings.items():
+        cfg.set(name, value)
+    logged: list[str] = []
+    log = SimpleNamespace(info=lambda msg, *args: logged.append(msg % args))
+    return FastLaneWorker(0, 1, [], None, 30, cfg, log), logged
+
+
+def test_max_requests_stops_the_worker_after_the_last_answer() -> None:
+    fast, logged = worker(max_requests=3, max_requests_jitter=0)
+    assert [fast._answered() for _ in range(3)] == [True, True, False]
+    assert logged == ["Autorestarting worker after current request."] and fast._stopping
+
+
+def test_no_max_requests_means_no_limit() -> None:
+    fast, logged = worker()
+    assert all(fast._answered() for _ in range(1000)) and not logged
+
+
+def test_the_worker_quits_once_and_stops_on_term() -> None:
+    calls: list[Any] = []
+    fast, _ = worker(worker_int=lambda w: calls.append(w))
+    fast._on_quit(2, None)
+    fast._on_quit(2, None)  # Ctrl-C reaches the worker twice
+    assert calls == [fast] and not fast._answered()
+    fast, _ = worker()
+    fast._on_term(15, None)
+    assert not fast._answered()
