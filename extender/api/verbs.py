@@ -138,9 +138,7 @@ class Verbs:
 
     def _filter(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
-        args = wire.load_extender_args(_FILTER_ARGS, wire.decode(body))
-        names = wire.node_names_of(args)
-        pod = pod_label(args)
+        args, names, pod = _extender_args(body)
         outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(args["Pod"], names),
                             lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}")))
         record = self._finish("filter", t0, pod, len(names), "error" if outcome.error else
@@ -149,9 +147,7 @@ class Verbs:
 
     def _prioritize(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
-        args = wire.load_extender_args(_FILTER_ARGS, wire.decode(body))
-        names = wire.node_names_of(args)
-        pod = pod_label(args)
+        args, names, pod = _extender_args(body)
         scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(args["Pod"], names),
                            self._http_500("prioritize"))
         return 200, wire.prioritize_reply(scores), self._finish("prioritize", t0, pod, len(names), "ok")
@@ -184,6 +180,12 @@ class Verbs:
             if error:
                 log.warning("bind refused", extra={"pod": pod, "node": args["Node"], "error": error})
         return 200, wire.bind_reply(error), record
+
+
+def _extender_args(body: bytes) -> tuple[dict[str, Any], list[str], str]:
+    """ExtenderArgs (filter, prioritize): the arguments, the candidate names, the pod's label."""
+    args = wire.load_extender_args(_FILTER_ARGS, wire.decode(body))
+    return args, wire.node_names_of(args), pod_label(args)
 
 
 def bad_request_payload(exc: wire.BadRequest) -> dict[str, Any]:
