@@ -217,6 +217,22 @@ def test_the_connection_closes_when_the_worker_stops_or_restarts(app: Any) -> No
     assert lane.closed()
 
 
+def test_without_keep_alive_every_answer_closes(app: Any) -> None:
+    lane = Lane(app, Limits(body=LIMIT))
+    lane.connection.keepalive = False  # gunicorn's keepalive: 0
+    lane.send(post("/scheduler/filter", args()))
+    assert lane.reply()[1]["connection"] == "close"
+    assert lane.closed()
+
+
+def test_a_connection_idle_past_the_keep_alive_timeout_ends(lane: Lane) -> None:
+    """The worker sets the keep-alive timeout on the socket: a read that waits longer ends it."""
+    lane.connection.sock.settimeout(0.05)
+    lane.send(post("/scheduler/filter", args()))
+    assert lane.reply()[0] == 200
+    assert lane.closed()
+
+
 def test_an_idle_connection_is_closed_when_the_worker_stops(lane: Lane) -> None:
     lane.send(post("/scheduler/filter", args()))
     assert lane.reply()[0] == 200
