@@ -19,7 +19,6 @@ exits with status 0."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import ssl
 from typing import Any, Callable
@@ -78,17 +77,13 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             return
         if self.on_exit is not None:
             self.on_exit(self.app)
-        # A handler garbage-collected while the interpreter tears down makes logging take a lock
-        # that gevent's patching can no longer serve: a traceback on every clean exit (gevent
-        # issue 2148). Flush and close the handlers now, take them off their loggers (the root,
-        # extender.logs; gunicorn's two) and collect them while that lock still works: logging
-        # forgets a handler once it is gone, so nothing of logging is left to run at teardown.
-        # They sit in reference cycles the app froze out of the collector's reach after its
-        # initial sync (extender.app), hence unfreeze first.
+        # A handler garbage-collected while the interpreter tears down makes logging take its
+        # module lock, which gevent's patching can no longer serve by then: a traceback on every
+        # clean exit (gevent issue 2148). Handlers that live as long as their module do - Flask's
+        # default_handler, any library's - are collected only then, whatever the app removes or
+        # closes. logging has no public way to forget a handler that is still alive (close()
+        # and shutdown() leave its entry in the private _handlerList, whose weak reference
+        # callback takes the lock), so: flush and close every handler now, then drop logging's
+        # weak references to them; the handlers themselves still work.
         logging.shutdown()
-        for name in (None, "gunicorn.error", "gunicorn.access"):
-            logger = logging.getLogger(name)
-            for handler in logger.handlers[:]:
-                logger.removeHandler(handler)
-        gc.unfreeze()
-        gc.collect()
+        logging._handlerList.clear()  # type: ignore[attr-defined]
