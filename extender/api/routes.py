@@ -10,6 +10,7 @@ body, a body over the limit). The doors differ only in how they read the body an
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Callable, Mapping
@@ -64,7 +65,7 @@ class VerbShortcut:
             return self._app(environ, start_response, length)
         body = environ["wsgi.input"].read(length)
         if len(body) != length:  # the client stopped sending: the Flask view names the problem
-            environ["wsgi.input"] = _Replay(body)
+            environ["wsgi.input"] = io.BytesIO(body)
             return self.app(environ, start_response)
         status, payload, record = self.verbs.answer(kind, body, path)
         data = orjson.dumps(payload)
@@ -90,19 +91,6 @@ class VerbShortcut:
         except Exception:  # noqa: BLE001 - a body that cannot be read (the client left) ends here
             pass
         return answer
-
-
-class _Replay:
-    """The part of a body that arrived, read again by the Flask view (which then finds it
-    shorter than its Content-Length)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def read(self, size: int | None = -1) -> bytes:
-        size = len(self._data) if size is None or size < 0 else size
-        out, self._data = self._data[:size], self._data[size:]
-        return out
 
 
 class _Body:
