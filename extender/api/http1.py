@@ -282,10 +282,9 @@ class Connection:
 
     def _answer(self, request: Request) -> bool:
         """Answer ``request``; False when the connection must close after it."""
-        target = request.target
-        kind = self.verbs.kinds.get(target) if self.verbs is not None and request.method == "POST" else None
-        if kind is not None:
-            status, payload, record = self.verbs.answer(kind, request.body, target)  # type: ignore[union-attr]
+        target, verbs = request.target, self.verbs
+        if verbs is not None and request.method == "POST" and (kind := verbs.kinds.get(target)) is not None:
+            status, payload, record = verbs.answer(kind, request.body, target)
             data = orjson.dumps(payload)
             close = not self.answered() or request.close or not self.keepalive
             self.sock.sendall(reply_head(status, len(data), close) + data)
@@ -352,8 +351,6 @@ class Connection:
             text = value.decode("latin-1").strip()
             if key == "CONTENT-TYPE":
                 environ["CONTENT_TYPE"] = text
-            elif key == "HOST":
-                environ["HTTP_HOST"] = text
             elif key not in ("CONTENT-LENGTH", "TRANSFER-ENCODING"):
                 key = "HTTP_" + key.replace("-", "_")
                 environ[key] = f"{environ[key]},{text}" if key in environ else text
