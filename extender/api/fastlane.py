@@ -24,7 +24,10 @@ Its own signal handlers:
 * USR1: reopen the log files (in the run loop: no locks taken in a signal handler).
 
 They replace the base class's in ``init_signals()``, which the base ``init_process()`` calls
-before it builds the app (a SIGTERM while the app loads is not lost).
+before it builds the app, so a SIGTERM while the app loads is not lost. That override is the one
+step off the documented list (``run()`` comes too late for it; gunicorn's own workers, uvicorn's
+and aiohttp's override it too); the unit tests call the handlers, the integration tests send
+the signals, on every gunicorn version setup.cfg allows.
 
 ``max_requests`` (with its jitter) restarts the worker gracefully as gunicorn's do. gunicorn's
 ``pre_request``/``post_request`` hooks and its access log take gunicorn's own request objects,
