@@ -25,7 +25,7 @@ Its own signal handlers:
 
 They replace the base class's in ``init_signals()``, which the base ``init_process()`` calls
 before it builds the app, so a SIGTERM while the app loads is not lost. That override is the one
-step off the documented list (``run()`` comes too late for it; gunicorn's own workers, uvicorn's
+step off the documented list (``run()`` comes too late for it; gunicorn's own ASGI worker, uvicorn's
 and aiohttp's override it too); the unit tests call the handlers, the integration tests send
 the signals, on every gunicorn version setup.cfg allows.
 
