@@ -122,6 +122,22 @@ def test_pipelined_requests_are_answered_in_order_on_one_connection(lane: Lane) 
     assert lane.thread.is_alive(), "the connection is kept"
 
 
+def test_a_verb_that_fails_is_answered_by_the_lane_once(lane: Lane, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def boom(*_: Any) -> Any:
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    assert lane.connection.verbs is not None
+    monkeypatch.setattr(lane.connection.verbs.engine, "prioritize", boom)
+    lane.send(post("/scheduler/prioritize", args()) + post("/scheduler/prioritize", b'{"Pod": 5}'))
+    status, _, body = lane.reply()
+    assert status == 500 and "boom" in json.loads(body)["error"]
+    assert lane.reply()[0] == 400
+    assert calls == [1], "the failing handler ran once, the refused one not at all"
+
+
 @pytest.mark.parametrize("piece", [1, 7, 100], ids=["byte by byte", "7 bytes", "100 bytes"])
 def test_a_request_split_across_reads(lane: Lane, piece: int) -> None:
     data = post("/scheduler/filter", args())
