@@ -1,6 +1,6 @@
-"""The gevent worker's fast lane (``extender.api.fastlane``) over real sockets: kube-scheduler's
-calls answered by the lane, everything else handed to gunicorn one request at a time (or the rest
-of the connection), every answer as before, and one log line plus metrics per verb request.
+"""The gevent worker's fast lane (``extender.api.fastlane``) over real sockets, under gunicorn:
+kube-scheduler's calls answered by the lane in every framing, everything else by the Flask app
+on the same connection, one log line plus metrics per verb request, and a graceful stop.
 
 Raw sockets, so requests can be pipelined and heads written byte by byte."""
 
@@ -131,7 +131,7 @@ def test_connection_close_is_honoured(serve: Callable[..., Server]) -> None:
     + b"".join(f"{len(c):x}\r\n".encode() + c + b"\r\n" for c in (args("p", SMOKE_NODES)[:10],
                                                                  args("p", SMOKE_NODES)[10:])) + b"0\r\n\r\n",
 ], ids=["HTTP/1.0", "percent-encoded path", "chunked body"])
-def test_requests_outside_the_lane_get_the_same_answer(serve: Callable[..., Server], request_bytes: bytes) -> None:
+def test_other_framings_get_the_same_answer(serve: Callable[..., Server], request_bytes: bytes) -> None:
     server = serve(SMOKE)
     sock, reader = connect(server)
     with sock:
@@ -140,20 +140,17 @@ def test_requests_outside_the_lane_get_the_same_answer(serve: Callable[..., Serv
         assert status == 200 and json.loads(body)["NodeNames"] == ["node-a"]
 
 
-def test_expect_100_continue_is_left_to_gunicorn(serve: Callable[..., Server]) -> None:
+def test_expect_100_continue_asks_for_the_body(serve: Callable[..., Server]) -> None:
     server = serve(SMOKE)
     sock, reader = connect(server)
     with sock:
         body = args("p", SMOKE_NODES)
         raw = post(f"{PREFIX}/filter", body, "Expect: 100-continue")
         sock.sendall(raw[:-len(body)])
-        first = reader.response()
-        if first[0] == 100:  # gunicorn asks for the body
-            sock.sendall(body)
-            first = reader.response()
-        else:
-            sock.sendall(body)
-        assert first[0] == 200 and json.loads(first[2])["NodeNames"] == ["node-a"]
+        assert reader.response()[0] == 100
+        sock.sendall(body)
+        status, _, reply = reader.response()
+        assert status == 200 and json.loads(reply)["NodeNames"] == ["node-a"]
 
 
 def test_pretty_query_goes_through_flask(serve: Callable[..., Server]) -> None:
