@@ -2,14 +2,15 @@
 room; more workers would each hold a different truth), concurrent inside so binds held in Permit
 never block filter and prioritize.
 
-The default worker is gevent: every request is a greenlet, so a 1,000-member gang can wait in
+The default worker is gevent: every connection is a greenlet, so a 1,000-member gang can wait in
 its bind calls at once, and on the measuring machine it answered filter and prioritize ~40%
-faster than the threaded worker (see README "Performance"). gunicorn's gevent worker patches the
+faster than the threaded worker (see README "Performance"). The worker patches the
 standard library before the app is built, so the engine's threads, locks and events become
-cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``): filter and prioritize
-are read and answered straight off the socket, every other request by gunicorn as before.
-``gthread`` (a pool of ``threads``, no fast lane) remains available. Both answer in JSON what
-gunicorn answers itself, and never read a body over the limit (``extender.api.workers``).
+cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``), a worker class of its
+own: every request is read off the socket with httptools, the verbs answered straight from
+there, everything else by the Flask app. ``gthread`` (a pool of ``threads``, gunicorn's HTTP)
+remains available. Both answer in JSON what their HTTP layer refuses, and never read a body
+over the limit (``extender.api.http1``, ``extender.api.workers``).
 
 On SIGTERM gunicorn stops accepting, lets the requests in flight finish (``graceful_timeout``),
 and the worker calls ``on_exit(app)`` before it exits (gunicorn's ``worker_exit`` hook, in the
@@ -19,7 +20,6 @@ exits with status 0."""
 from __future__ import annotations
 
 import logging
-import signal
 import ssl
 from typing import Any, Callable
 
@@ -29,24 +29,6 @@ from gunicorn.app.base import BaseApplication
 
 WORKERS = {"gevent": "extender.api.fastlane.FastLaneWorker", "gthread": "extender.api.workers.ThreadWorker"}
 """gunicorn worker class by configured ``server.worker`` (others: gunicorn's own name)."""
-
-
-def quit_once(worker: Any) -> None:
-    """gunicorn's ``post_worker_init`` hook: the worker quits on the first SIGINT or SIGQUIT and
-    ignores the next. Ctrl-C reaches the worker twice - from the terminal, and from the master
-    passing the shutdown on - and under gevent each quit signal starts a greenlet that exits the
-    process: the second one ran while the interpreter was shutting down and printed a
-    ``SystemExit`` traceback."""
-    quit_first = worker.handle_quit
-    quitting: list[int] = []
-
-    def handle_quit(sig: int, frame: Any) -> None:
-        if not quitting:
-            quitting.append(sig)
-            quit_first(sig, frame)
-
-    for sig in (signal.SIGINT, signal.SIGQUIT):
-        signal.signal(sig, handle_quit)
 
 
 class ExtenderServer(BaseApplication):  # type: ignore[misc]
@@ -75,7 +57,6 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "preload_app": False,
             "control_socket_disable": True,  # gunicorn's control socket is one shared path per user
-            "post_worker_init": quit_once,
             "worker_exit": self._worker_exit,
             **tls,
             **(extra or {}),
@@ -96,9 +77,13 @@ class ExtenderServer(BaseApplication):  # type: ignore[misc]
             return
         if self.on_exit is not None:
             self.on_exit(self.app)
-        # A handler garbage-collected while the interpreter tears down makes logging take a lock
-        # that gevent's patching can no longer serve: a traceback on every clean exit (gevent
-        # issue 2148). Flush the handlers now and drop logging's weak references to them, so
-        # nothing of logging runs at teardown; the handlers themselves still work.
+        # A handler garbage-collected while the interpreter tears down makes logging take its
+        # module lock, which gevent's patching can no longer serve by then: a traceback on every
+        # clean exit (gevent issue 2148). Handlers that live as long as their module do - Flask's
+        # default_handler, any library's - are collected only then, whatever the app removes or
+        # closes. logging has no public way to forget a handler that is still alive (close()
+        # and shutdown() leave its entry in the private _handlerList, whose weak reference
+        # callback takes the lock), so: flush and close every handler now, then drop logging's
+        # weak references to them; the handlers themselves still work.
         logging.shutdown()
         logging._handlerList.clear()  # type: ignore[attr-defined]

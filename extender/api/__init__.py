@@ -1,2 +1,3 @@
 """The only Flask and wire-format code: schemas of ``k8s.io/kube-scheduler/extender/v1``, the
-verb routes, the debug endpoints and JSON error handling."""
+verbs, the probes and debug views, JSON error handling, and the HTTP layers in front of them (the
+gevent worker's, gunicorn's gthread worker with JSON errors)."""

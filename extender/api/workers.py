@@ -1,21 +1,25 @@
-"""What kube-extender adds to gunicorn's workers: every answer JSON, and no connection kept
-alive that gunicorn would then close.
+"""What kube-extender adds to gunicorn's gthread worker: every answer JSON, and no connection
+kept alive that gunicorn would then close. (The gevent worker, ``extender.api.fastlane``, has an
+HTTP layer of its own that does both: ``extender.api.http1``.)
 
 * gunicorn answers the requests it cannot parse by itself (a malformed request line or header, a
   Content-Length that is not a number or comes twice, an unsupported Transfer-Encoding, an
   ``Expect`` other than ``100-continue``, a broken chunked body, a head over its limits) with an
-  HTML page. ``JsonErrors`` sends the same status and gunicorn's message as
+  HTML page. ``ThreadWorker`` sends the same status and gunicorn's message as
   ``{"error", "message"}``, like every answer of the app, and still closes the connection.
 * A request whose body is announced over the app's limit (Content-Length) gets a 413 without
   the body being read, and a chunked body may turn out over the limit (or broken) only once
   read. Before the next request on the connection gunicorn would have to read what is left:
-  the gevent worker reads all of it, however large; gthread gives up after 64 KiB and closes
-  the connection it had just announced as keep-alive. ``JsonErrors`` marks such requests to
-  close instead: the answer says ``Connection: close`` and nothing more is read.
+  gthread gives up after 64 KiB and closes the connection it had just announced as keep-alive.
+  ``ThreadWorker`` marks such requests to close instead: the answer says ``Connection: close`` and nothing more is read.
   (kube-scheduler's Go client always sends a Content-Length.)
 
-``ThreadWorker`` is gunicorn's gthread worker with these; the gevent worker is
-``extender.api.fastlane.FastLaneWorker``.
+``ThreadWorker`` is gunicorn's gthread worker with these two. It overrides two methods gunicorn
+does not document for custom workers - ``handle_error`` (the base class's: it writes the HTML
+page) and gthread's ``handle_request`` - and sets ``must_close`` on gunicorn's request object:
+no documented API closes a connection after an answer. The unit and integration tests
+(tests/unit/test_workers.py, tests/integration/test_wire_fuzz_http.py) hold them to account on
+every gunicorn version setup.cfg allows.
 """
 
 from __future__ import annotations
@@ -74,28 +78,21 @@ def unbounded(req: Any, limit: int) -> bool:
     return False
 
 
-class JsonErrors:
-    """Mixin for a gunicorn worker class (see the module docstring)."""
+class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
+    """gunicorn's gthread worker, its own answers in JSON (see the module docstring)."""
 
     wsgi: Any  # gunicorn's: the app, once loaded
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         page = _Written()
-        super().handle_error(req, page, addr, exc)  # type: ignore[misc] # gunicorn logs it and writes the page
+        super().handle_error(req, page, addr, exc)  # gunicorn logs it and writes the page
         reply = json_error(page.data)
         try:
             util.write_nonblock(client, reply if reply is not None else page.data)
         except Exception:  # noqa: BLE001 - as gunicorn: the client may be gone
             pass
 
-    def close_if_unbounded(self, req: Any) -> None:
+    def handle_request(self, req: Any, conn: Any) -> bool:
         if unbounded(req, body_limit(self.wsgi)):
             req.must_close = True
-
-
-class ThreadWorker(JsonErrors, gthread.ThreadWorker):  # type: ignore[misc]
-    """gunicorn's gthread worker with ``JsonErrors``."""
-
-    def handle_request(self, req: Any, conn: Any) -> bool:
-        self.close_if_unbounded(req)
         return bool(super().handle_request(req, conn))

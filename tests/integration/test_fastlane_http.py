@@ -1,6 +1,6 @@
-"""The gevent worker's fast lane (``extender.api.fastlane``) over real sockets: kube-scheduler's
-calls answered by the lane, everything else handed to gunicorn one request at a time (or the rest
-of the connection), every answer as before, and one log line plus metrics per verb request.
+"""The gevent worker's fast lane (``extender.api.fastlane``) over real sockets, under gunicorn:
+kube-scheduler's calls answered by the lane in every framing, everything else by the Flask app
+on the same connection, one log line plus metrics per verb request, and a graceful stop.
 
 Raw sockets, so requests can be pipelined and heads written byte by byte."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 from typing import Callable
@@ -130,7 +131,7 @@ def test_connection_close_is_honoured(serve: Callable[..., Server]) -> None:
     + b"".join(f"{len(c):x}\r\n".encode() + c + b"\r\n" for c in (args("p", SMOKE_NODES)[:10],
                                                                  args("p", SMOKE_NODES)[10:])) + b"0\r\n\r\n",
 ], ids=["HTTP/1.0", "percent-encoded path", "chunked body"])
-def test_requests_outside_the_lane_get_the_same_answer(serve: Callable[..., Server], request_bytes: bytes) -> None:
+def test_other_framings_get_the_same_answer(serve: Callable[..., Server], request_bytes: bytes) -> None:
     server = serve(SMOKE)
     sock, reader = connect(server)
     with sock:
@@ -139,20 +140,17 @@ def test_requests_outside_the_lane_get_the_same_answer(serve: Callable[..., Serv
         assert status == 200 and json.loads(body)["NodeNames"] == ["node-a"]
 
 
-def test_expect_100_continue_is_left_to_gunicorn(serve: Callable[..., Server]) -> None:
+def test_expect_100_continue_asks_for_the_body(serve: Callable[..., Server]) -> None:
     server = serve(SMOKE)
     sock, reader = connect(server)
     with sock:
         body = args("p", SMOKE_NODES)
         raw = post(f"{PREFIX}/filter", body, "Expect: 100-continue")
         sock.sendall(raw[:-len(body)])
-        first = reader.response()
-        if first[0] == 100:  # gunicorn asks for the body
-            sock.sendall(body)
-            first = reader.response()
-        else:
-            sock.sendall(body)
-        assert first[0] == 200 and json.loads(first[2])["NodeNames"] == ["node-a"]
+        assert reader.response()[0] == 100
+        sock.sendall(body)
+        status, _, reply = reader.response()
+        assert status == 200 and json.loads(reply)["NodeNames"] == ["node-a"]
 
 
 def test_pretty_query_goes_through_flask(serve: Callable[..., Server]) -> None:
@@ -172,20 +170,14 @@ def test_each_verb_request_is_logged_once_and_counted(serve: Callable[..., Serve
             sock.sendall(post(f"{PREFIX}/filter", args("logged", SMOKE_NODES))
                          + post(f"{PREFIX}/prioritize", args("logged", ["node-a", "node-b"])))
             assert reader.response()[0] == 200 and reader.response()[0] == 200
-        sock.sendall(post(f"{PREFIX}/bind", json.dumps({"PodName": "trainer-0", "PodNamespace": "default",
-                                                        "PodUID": TRAINER_0, "Node": "node-a"}).encode()))
-        assert reader.response()[::2] == (200, b'{"Error":""}')
     metrics = _metrics(server)
     assert metrics[("kube_extender_requests_total", (("outcome", "feasible"), ("verb", "filter")))] == 3
     assert metrics[("kube_extender_requests_total", (("outcome", "ok"), ("verb", "prioritize")))] == 3
-    assert metrics[("kube_extender_requests_total", (("outcome", "bound"), ("verb", "bind")))] == 1
     assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "filter"),))] == 3
     assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "prioritize"),))] == 3
-    assert metrics[("kube_extender_request_duration_seconds_count", (("verb", "bind"),))] == 1
     assert metrics[("kube_extender_decisions_total", (("status", "Success"), ("verb", "filter")))] == 3
     log = server.log_path.read_text()
-    assert "Fast lane for /scheduler/bind, /scheduler/filter, /scheduler/prioritize" in log
-    assert len([line for line in log.splitlines() if "msg=request verb=bind pod=default/trainer-0" in line]) == 1
+    assert "Fast lane for /scheduler/bind, /scheduler/filter, /scheduler/preempt, /scheduler/prioritize" in log
     lines = [line for line in log.splitlines() if "msg=request" in line and "pod=default/logged" in line]
     assert len(lines) == 6
     for line in lines:
@@ -208,3 +200,26 @@ def _metrics(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
             labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")))
             out[(m.group(1), labels)] = float(m.group(3))
     return out
+
+
+def test_sigterm_closes_idle_connections_and_answers_the_last_request(serve: Callable[..., Server]) -> None:
+    """A graceful stop does not wait out the keep-alive timeout of idle clients: their connections
+    end, a request still arriving is answered with Connection: close, and the worker exits 0."""
+    server = serve(SMOKE)
+    idle, idle_reader = connect(server)
+    busy, busy_reader = connect(server)
+    with idle, busy:
+        idle.sendall(post(f"{PREFIX}/filter", args("p", SMOKE_NODES)))
+        assert idle_reader.response()[1]["connection"] == "keep-alive"
+        raw = post(f"{PREFIX}/filter", args("q", SMOKE_NODES))
+        busy.sendall(raw[:40])  # a request begun: not idle
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        assert idle_reader.closed(), "the idle keep-alive connection was closed"
+        busy.sendall(raw[40:])
+        status, headers, _ = busy_reader.response()
+        assert status == 200 and headers["connection"] == "close"
+        assert busy_reader.closed()
+    assert server.stop() == 0
+    log = server.log_path.read_text()
+    assert "graceful timeout" not in log and "Traceback" not in log, log[-2000:]

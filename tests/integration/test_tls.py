@@ -44,6 +44,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(pki: Path) -> Iterator[int]:
+    """The server's port; its log is ``pki / "server.log"``."""
     config = pki / "config.yaml"
     config.write_text(f"""apiVersion: kube-extender.io/v1alpha1
 kind: ExtenderConfiguration
@@ -51,8 +52,9 @@ server:
   tls: {{certFile: {pki / 'server.crt'}, keyFile: {pki / 'server.key'}, clientCAFile: {pki / 'ca.crt'}}}
 """)
     port = free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "kube-extender"), "serve", "--config", str(config),
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(pki / "server.log", "wb") as log:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "kube-extender"), "serve", "--config",
+                                 str(config), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(100):
             with socket.socket() as s:
@@ -84,6 +86,25 @@ def test_a_client_without_certificate_is_refused(server: int, pki: Path) -> None
         with urllib.request.urlopen(f"https://127.0.0.1:{server}/healthz", context=context(pki, False),
                                     timeout=10) as r:
             r.read()
+
+
+@pytest.mark.slow
+def test_a_client_that_ends_tls_abruptly_only_ends_its_connection(server: int, pki: Path) -> None:
+    """TCP closed without TLS's close_notify - before the handshake, after it, mid-request - ends
+    that connection quietly; the next client is served, and nothing in the log is an error."""
+    with socket.create_connection(("127.0.0.1", server), timeout=10):
+        pass  # before the handshake
+    for data in (b"", b"POST /scheduler/filter HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"):
+        raw = socket.create_connection(("127.0.0.1", server), timeout=10)
+        tls = context(pki, True).wrap_socket(raw, server_hostname="127.0.0.1")
+        if data:
+            tls.sendall(data)
+        tls.shutdown(socket.SHUT_RDWR)  # the TCP connection only: no close_notify
+        tls.close()
+    with urllib.request.urlopen(f"https://127.0.0.1:{server}/healthz", context=context(pki, True), timeout=10) as r:
+        assert r.status == 200
+    log = (pki / "server.log").read_text()
+    assert "Traceback" not in log and "level=error" not in log and "[ERROR]" not in log, log[-3000:]
 
 
 def test_scheduler_stanza_carries_the_tls_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

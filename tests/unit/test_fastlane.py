@@ -1,216 +1,406 @@
-"""The fast lane's pieces without a server: which request heads it frames itself, the reply head
-it writes, when it is on, and HotVerbs.respond (the decision it shares with the WSGI path).
-Over real HTTP: tests/integration/test_fastlane_http.py."""
+"""The fast lane's HTTP/1.1 connections (``extender.api.http1``) without a server process: a real
+socket pair, the connection served in a thread, requests written byte for byte - split,
+pipelined, chunked, with ``Expect: 100-continue``, over the limits - and the replies read back in
+order. And the worker's choices that need no server. Over real HTTP with gunicorn:
+tests/integration/test_fastlane_http.py; generated: tests/integration/test_wire_fuzz_http.py."""
 
 from __future__ import annotations
 
 import email.utils
-import io
 import json
+import socket
+import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from builders import make_node, make_pod
+from gunicorn.config import Config
 
-from extender.api.fastlane import Head, lane_of, parse_head, reply_head
-from extender.api.routes import HotVerbs
+from extender.api.fastlane import FastLaneWorker, tls_context, unspoken
+from extender.api.http1 import Connection, Limits, base_environ, reply_head
+from extender.api.routes import VerbShortcut
 
-GO_HEAD = (b"POST /scheduler/filter HTTP/1.1\r\nHost: 127.0.0.1:8888\r\nUser-Agent: Go-http-client/1.1\r\n"
-           b"Content-Length: 17433\r\nContent-Type: application/json\r\nAccept-Encoding: gzip")
-
-
-@pytest.mark.parametrize("head, expected", [
-    (GO_HEAD, Head("POST", "/scheduler/filter", 17433, False)),
-    (b"POST /scheduler/prioritize HTTP/1.1\r\nhost: x\r\ncontent-length: 2", Head("POST", "/scheduler/prioritize", 2, False)),
-    (b"GET /healthz HTTP/1.1\r\nHost: x", Head("GET", "/healthz", 0, False)),
-    (b"GET /metrics?name=x HTTP/1.1", Head("GET", "/metrics?name=x", 0, False)),
-    (b"POST /a HTTP/1.1\r\nContent-Length: 5\r\nConnection: close", Head("POST", "/a", 5, True)),
-    (b"POST /a HTTP/1.1\r\nConnection: Keep-Alive\r\nContent-Length:5", Head("POST", "/a", 5, False)),
-    (b"POST /a HTTP/1.1\r\nX-Note:  two  words \t\r\nContent-Length: 0", Head("POST", "/a", 0, False)),
-    (b"POST /a HTTP/1.1\r\nX-Empty:\r\nContent-Length: 1", Head("POST", "/a", 1, False)),
-], ids=["go client", "lower-case names", "no body", "query string", "connection close", "keep-alive any case",
-        "spaces inside a value", "empty value"])
-def test_plain_heads_are_framed(head: bytes, expected: Head) -> None:
-    assert parse_head(head) == expected
+LIMIT = 4096
 
 
-@pytest.mark.parametrize("head", [
-    b"POST /a HTTP/1.0\r\nContent-Length: 1",
-    b"POST /a HTTP/2\r\nContent-Length: 1",
-    b"post /a HTTP/1.1\r\nContent-Length: 1",
-    b"POST http://x/a HTTP/1.1\r\nContent-Length: 1",
-    b"POST  /a HTTP/1.1\r\nContent-Length: 1",
-    b"POST /a b HTTP/1.1\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked",
-    b"POST /a HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked",
-    b"POST /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nContent-Length: -1",
-    b"POST /a HTTP/1.1\r\nContent-Length: 1e3",
-    b"POST /a HTTP/1.1\r\nContent-Length: 12345678901234567890",
-    b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1",
-    b"GET /a HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings",
-    b"POST /a HTTP/1.1\r\nConnection: keep-alive, te\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nX-Folded: a\r\n continued\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nBad Name: 1\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nX-Bare-LF: a\nb: c\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nX-Nul: a\x00b\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\nNo-Colon\r\nContent-Length: 1",
-    b"POST /a HTTP/1.1\r\n\r\nContent-Length: 1",
-    b"POST /" + b"a" * 5000 + b" HTTP/1.1",
-    b"POST /a HTTP/1.1\r\nX-Long: " + b"v" * 9000,
-    b"POST /a HTTP/1.1" + b"\r\nX: 1" * 101,
-], ids=["HTTP/1.0", "HTTP/2", "lower-case method", "absolute form", "double space", "space in target",
-        "chunked", "length and chunked", "two lengths", "negative length", "not digits", "huge length",
-        "expect 100-continue", "upgrade", "connection tokens", "obsolete folding", "space in a name", "bare LF",
-        "control character", "no colon", "empty line inside", "request line over the limit", "field over the limit",
-        "too many fields"])
-def test_anything_else_is_left_to_gunicorn(head: bytes) -> None:
-    assert parse_head(head) is None
+def args(name: str = "p", names: tuple[str, ...] = ("n1", "n2")) -> bytes:
+    return json.dumps({"Pod": make_pod(name).req(gpu=1).obj(), "Nodes": None, "NodeNames": list(names)},
+                      separators=(",", ":")).encode()
 
 
-def test_limits_of_zero_mean_unlimited() -> None:
-    long = b"POST /" + b"a" * 5000 + b" HTTP/1.1\r\nX-Long: " + b"v" * 9000 + b"\r\nX: 1" * 101
-    assert parse_head(long, 0, 0, 0) == Head("POST", "/" + "a" * 5000, 0, False)
+def post(path: str, body: bytes, *extra: str, version: str = "HTTP/1.1", length: int | None = None) -> bytes:
+    head = [f"POST {path} {version}", "Host: 127.0.0.1", "User-Agent: Go-http-client/1.1",
+            *([] if length == -1 else [f"Content-Length: {len(body) if length is None else length}"]),
+            "Content-Type: application/json", "Accept-Encoding: gzip", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def chunked(body: bytes, size: int = 7) -> bytes:
+    return b"".join(b"%x\r\n" % len(body[i:i + size]) + body[i:i + size] + b"\r\n"
+                    for i in range(0, len(body), size)) + b"0\r\n\r\n"
+
+
+class Lane:
+    """One connection of the fast lane on a socket pair: ``send`` writes, ``reply`` reads the next
+    reply, ``closed`` tells whether the server side ended."""
+
+    def __init__(self, app: Any, limits: Limits, answered: Any = None) -> None:
+        ours, theirs = socket.socketpair()
+        ours.settimeout(10)
+        self.sock, self.buf = ours, b""
+        shortcut = app.wsgi_app
+        assert isinstance(shortcut, VerbShortcut)
+        self.connection = Connection(theirs, ("127.0.0.1", 40000), app, shortcut.verbs, limits,
+                                     base_environ("127.0.0.1", 8888, "http"), answered or (lambda: True))
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self.connection.serve()
+        finally:
+            self.connection.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("the server closed the connection")
+        self.buf += data
+
+    def reply(self, bodiless: bool = False) -> tuple[int, dict[str, str], bytes]:
+        """The next reply; ``bodiless``: the answer to a HEAD (a Content-Length, no body)."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        length = 0 if bodiless else int(headers.get("content-length", "0"))
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return int(lines[0].split()[1]), headers, body
+
+    def closed(self) -> bool:
+        self.thread.join(10)
+        return not self.thread.is_alive() and not self.buf and self.sock.recv(1) == b""
+
+
+@pytest.fixture
+def app(make_app: Any) -> Any:
+    built, _ = make_app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+                        server={"maxRequestBytes": LIMIT})
+    return built
+
+
+@pytest.fixture
+def lane(app: Any) -> Iterator[Lane]:
+    opened = Lane(app, Limits(body=LIMIT))
+    yield opened
+    opened.sock.close()
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(lane: Lane) -> None:
+    lane.send(post("/scheduler/filter", args()) + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+              + post("/scheduler/prioritize", args()) + post("/scheduler/filter", b"not json")
+              + post("/scheduler/filter?pretty", args()))
+    status, headers, body = lane.reply()
+    assert status == 200 and json.loads(body)["NodeNames"] == ["n1", "n2"]
+    assert headers["connection"] == "keep-alive" and headers["content-type"] == "application/json"
+    assert email.utils.parsedate_to_datetime(headers["date"]).tzname() == "UTC"
+    assert lane.reply()[::2] == (200, b'{"status":"ok"}')
+    status, _, body = lane.reply()
+    assert status == 200 and [h["Host"] for h in json.loads(body)] == ["n1", "n2"]
+    status, _, body = lane.reply()
+    assert status == 400 and json.loads(body)["error"] == "bad request"
+    status, _, body = lane.reply()
+    assert status == 200 and body.startswith(b"{\n  ")
+    lane.thread.join(0.05)
+    assert lane.thread.is_alive(), "the connection is kept"
+
+
+def test_a_verb_that_fails_is_answered_by_the_lane_once(lane: Lane, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def boom(*_: Any) -> Any:
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    assert lane.connection.verbs is not None
+    monkeypatch.setattr(lane.connection.verbs.engine, "prioritize", boom)
+    lane.send(post("/scheduler/prioritize", args()) + post("/scheduler/prioritize", b'{"Pod": 5}'))
+    status, _, body = lane.reply()
+    assert status == 500 and "boom" in json.loads(body)["error"]
+    assert lane.reply()[0] == 400
+    assert calls == [1], "the failing handler ran once, the refused one not at all"
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100], ids=["byte by byte", "7 bytes", "100 bytes"])
+def test_a_request_split_across_reads(lane: Lane, piece: int) -> None:
+    data = post("/scheduler/filter", args())
+    for i in range(0, len(data), piece):
+        lane.send(data[i:i + piece])
+    status, _, body = lane.reply()
+    assert status == 200 and json.loads(body)["NodeNames"] == ["n1", "n2"]
+
+
+def test_a_chunked_body_is_answered_then_the_connection_closes(lane: Lane) -> None:
+    lane.send(post("/scheduler/filter", chunked(args()), "Transfer-Encoding: chunked", length=-1))
+    status, headers, body = lane.reply()
+    assert status == 200 and json.loads(body)["NodeNames"] == ["n1", "n2"] and headers["connection"] == "close"
+    assert lane.closed()
+
+
+def test_expect_100_continue_is_asked_for_the_body(lane: Lane) -> None:
+    body = args()
+    lane.send(post("/scheduler/filter", b"", "Expect: 100-continue", length=len(body)))
+    assert lane.reply()[0] == 100
+    lane.send(body)
+    status, _, reply = lane.reply()
+    assert status == 200 and json.loads(reply)["NodeNames"] == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("request_bytes, status, message", [
+    (post("/scheduler/filter", b"", length=LIMIT + 1), 413, f"limit of {LIMIT} bytes"),
+    (post("/scheduler/filter", b"", "Expect: 100-continue", length=LIMIT + 1), 413, f"limit of {LIMIT} bytes"),
+    (post("/scheduler/filter", chunked(b" " * (LIMIT + 1), 1000), "Transfer-Encoding: chunked", length=-1), 413,
+     f"limit of {LIMIT} bytes"),
+    (post("/scheduler/filter", b"{}", "Expect: 200-ok"), 417, "200-ok"),
+    (post("/scheduler/filter", b"{}", "Transfer-Encoding: gzip", length=-1), 501, "gzip"),
+    (post("/scheduler/filter", b"{}", version="HTTP/2.0"), 400, "HTTP Version"),
+    (post("/scheduler/filter", b"{}", "Bad Name: x"), 400, "Invalid header token"),
+    (post("/scheduler/filter", b"zz\r\n{}\r\n0\r\n\r\n", "Transfer-Encoding: chunked", length=-1), 400,
+     "request body could not be read"),
+    (post("/scheduler/filter?" + "a" * 5000, b"{}"), 414, "Request Line is too large"),
+    (post("/scheduler/filter", b"{}", *[f"X-H{i}: {i}" for i in range(101)]), 431, "limit request headers fields"),
+    (post("/scheduler/filter", b"{}", "X-Long: " + "v" * 9000), 431, "limit request headers fields size"),
+], ids=["over the limit", "over the limit, expecting 100", "chunked over the limit", "other expectation",
+        "transfer coding", "HTTP/2.0", "header name", "broken chunks", "target too long", "too many headers",
+        "header too long"])
+def test_what_the_connection_refuses_is_json_and_closes_it(lane: Lane, request_bytes: bytes, status: int,
+                                                          message: str) -> None:
+    lane.send(request_bytes)
+    got, headers, body = lane.reply()
+    assert got == status and headers["connection"] == "close" and headers["content-type"] == "application/json"
+    payload = json.loads(body)
+    assert set(payload) == {"error", "message"} and message in payload["message"], payload
+    assert lane.closed()
+
+
+def test_requests_before_a_refused_one_are_still_answered(lane: Lane) -> None:
+    lane.send(post("/scheduler/filter", args()) + b"HELLO\r\n\r\n")
+    assert lane.reply()[0] == 200
+    status, _, body = lane.reply()
+    assert status == 400 and "Invalid method" in json.loads(body)["message"]
+    assert lane.closed()
+
+
+def test_a_head_that_never_ends_is_refused(app: Any) -> None:
+    lane = Lane(app, Limits(line=0, fields=0, field_size=0, body=LIMIT))  # no per-line limits: the head's
+    lane.send(b"POST /scheduler/filter HTTP/1.1\r\n")
+    with pytest.raises((EOFError, ConnectionError)):
+        for _ in range(100):
+            lane.send(b"X-A: " + b"v" * 65536 + b"\r\n")
+    assert lane.buf.startswith(b"HTTP/1.1 431") or lane.reply()[0] == 431
+
+
+@pytest.mark.parametrize("request_bytes", [
+    post("/scheduler/prioritize", args(), "Connection: close"),
+    post("/scheduler/prioritize", args(), version="HTTP/1.0"),
+    b"GET /healthz HTTP/1.0\r\n\r\n",
+], ids=["connection close", "HTTP/1.0 verb", "HTTP/1.0 to Flask"])
+def test_the_connection_closes_when_the_client_says_so(lane: Lane, request_bytes: bytes) -> None:
+    lane.send(request_bytes)
+    status, headers, _ = lane.reply()
+    assert status == 200 and headers["connection"] == "close"
+    assert lane.closed()
+
+
+def test_the_connection_closes_when_the_worker_stops_or_restarts(app: Any) -> None:
+    left = [2]
+
+    def answered() -> bool:
+        left[0] -= 1
+        return left[0] > 0
+
+    lane = Lane(app, Limits(body=LIMIT), answered)
+    lane.send(post("/scheduler/filter", args()) + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert lane.reply()[1]["connection"] == "keep-alive"
+    assert lane.reply()[1]["connection"] == "close"
+    assert lane.closed()
+
+
+def test_without_keep_alive_every_answer_closes(app: Any) -> None:
+    lane = Lane(app, Limits(body=LIMIT))
+    lane.connection.keepalive = False  # gunicorn's keepalive: 0
+    lane.send(post("/scheduler/filter", args()))
+    assert lane.reply()[1]["connection"] == "close"
+    assert lane.closed()
+
+
+def test_a_connection_idle_past_the_keep_alive_timeout_ends(lane: Lane) -> None:
+    """The worker sets the keep-alive timeout on the socket: a read that waits longer ends it."""
+    lane.connection.sock.settimeout(0.05)
+    lane.send(post("/scheduler/filter", args()))
+    assert lane.reply()[0] == 200
+    assert lane.closed()
+
+
+def test_an_idle_connection_is_closed_when_the_worker_stops(lane: Lane) -> None:
+    lane.send(post("/scheduler/filter", args()))
+    assert lane.reply()[0] == 200
+    for _ in range(500):  # the worker tries every 0.1 s while it stops
+        lane.connection.close_if_idle()
+        if not lane.thread.is_alive():
+            break
+        threading.Event().wait(0.01)
+    assert lane.closed()
+
+
+def test_a_connection_in_the_middle_of_a_request_is_not_idle(lane: Lane) -> None:
+    data = post("/scheduler/filter", args())
+    lane.send(data[:50])
+    for _ in range(100):
+        if not lane.connection.idle:
+            break
+        threading.Event().wait(0.01)
+    lane.connection.close_if_idle()
+    lane.send(data[50:])
+    assert lane.reply()[0] == 200
+
+
+def test_a_client_that_leaves_mid_request_ends_the_connection(lane: Lane) -> None:
+    lane.send(post("/scheduler/filter", args())[:-10])
+    lane.sock.shutdown(socket.SHUT_WR)
+    assert lane.closed()
+
+
+@pytest.mark.parametrize("request_bytes, status, body", [
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, b'{"status":"ok"}'),
+    (b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, b""),
+    (b"GET /debug/../healthz HTTP/1.1\r\n\r\n", 404, None),
+    (post("/scheduler/%66ilter", args()), 200, None),
+    (post("http://127.0.0.1/scheduler/filter", args()), 200, None),
+    (b"GET /scheduler/filter HTTP/1.1\r\n\r\n", 405, None),
+], ids=["get", "head", "dot segments", "percent-encoded path", "absolute form", "405"])
+def test_everything_else_is_the_flask_apps(lane: Lane, request_bytes: bytes, status: int, body: bytes | None) -> None:
+    lane.send(request_bytes)
+    got, headers, reply = lane.reply(bodiless=request_bytes.startswith(b"HEAD"))
+    assert got == status and headers["content-type"].startswith("application/json")
+    if body is not None:
+        assert reply == body
+    if request_bytes.startswith(b"HEAD"):
+        assert int(headers["content-length"]) == len(b'{"status":"ok"}')
+        lane.send(b"GET /healthz HTTP/1.1\r\n\r\n")  # and nothing else came before the next reply
+        assert lane.reply()[::2] == (200, b'{"status":"ok"}')
+
+
+def test_the_wsgi_environ(app: Any) -> None:
+    lane = Lane(app, Limits(body=LIMIT))
+    seen: dict[str, Any] = {}
+
+    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+        seen.update(environ, body=environ["wsgi.input"].read())
+        start_response("204 No Content", [("X-Reply", "yes"), ("Connection", "upgrade")])
+        return []
+
+    lane.connection.app = wsgi
+    lane.send(b"PUT /a%2Fb/c?x=1&y HTTP/1.1\r\nHost: ext:8888\r\nContent-Type: text/plain\r\nX-Forwarded-For: a\r\n"
+              b"X_Forwarded_For: b\r\nAccept: x\r\nAccept: y\r\nContent-Length: 2\r\n\r\nhi")
+    status, headers, _ = lane.reply()
+    assert status == 204 and headers["x-reply"] == "yes" and headers["connection"] == "keep-alive"
+    assert {k: seen[k] for k in ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "RAW_URI", "CONTENT_TYPE",
+                                 "CONTENT_LENGTH", "HTTP_HOST", "HTTP_X_FORWARDED_FOR", "HTTP_ACCEPT",
+                                 "SERVER_PROTOCOL", "REMOTE_ADDR", "wsgi.url_scheme", "body")} == {
+        "REQUEST_METHOD": "PUT", "PATH_INFO": "/a/b/c", "QUERY_STRING": "x=1&y", "RAW_URI": "/a%2Fb/c?x=1&y",
+        "CONTENT_TYPE": "text/plain", "CONTENT_LENGTH": "2", "HTTP_HOST": "ext:8888", "HTTP_X_FORWARDED_FOR": "a",
+        "HTTP_ACCEPT": "x,y", "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http",
+        "body": b"hi"}
+
+
+def test_an_app_that_fails_is_a_500_for_that_request_only(app: Any) -> None:
+    lane = Lane(app, Limits(body=LIMIT))
+
+    def broken(environ: dict[str, Any], start_response: Any) -> Any:
+        raise RuntimeError("boom")
+
+    lane.connection.app = broken
+    lane.send(b"GET /healthz HTTP/1.1\r\n\r\n")
+    status, headers, body = lane.reply()
+    assert status == 500 and headers["connection"] == "close" and json.loads(body)["error"] == "internal server error"
+    assert lane.closed()
 
 
 def test_reply_head_is_one_complete_http_head() -> None:
-    head = reply_head(200, "OK", 1234, close=False).decode("latin-1")
+    head = reply_head(200, 1234, close=False).decode("latin-1")
     assert head.endswith("\r\n\r\n")
     lines = head[:-4].split("\r\n")
     assert lines[0] == "HTTP/1.1 200 OK"
     fields = dict(line.split(": ", 1) for line in lines[1:])
     assert fields["Content-Type"] == "application/json" and fields["Content-Length"] == "1234"
     assert fields["Connection"] == "keep-alive" and fields["Server"]
-    assert email.utils.parsedate_to_datetime(fields["Date"]).tzname() == "UTC"
-    assert b"Connection: close\r\n" in reply_head(500, "Internal Server Error", 0, close=True)
+    assert b"Connection: close\r\n" in reply_head(500, 0, close=True)
 
+
+# ---- the worker's choices ------------------------------------------------------------------------
 
 def settings(**overrides: Any) -> Any:
-    return SimpleNamespace(**{"keepalive": 90, "http_protocols": ["h1"], "protocol": "http", "proxy_protocol": "off",
-                              **overrides})
+    return SimpleNamespace(**{"http_protocols": ["h1"], "protocol": "http", "proxy_protocol": "off", **overrides})
 
 
-@pytest.mark.parametrize("overrides, on", [
-    ({}, True),
-    ({"keepalive": 0}, False),
-    ({"http_protocols": ["h2", "h1"]}, False),
-    ({"protocol": "uwsgi"}, False),
-    ({"proxy_protocol": "v1"}, False),
-    ({"proxy_protocol": True}, False),
-    ({"proxy_protocol": False}, True),
-], ids=["defaults", "no keep-alive", "http/2", "uwsgi", "proxy protocol", "proxy protocol (old bool)",
-        "proxy protocol off (old bool)"])
-def test_lane_is_on_only_where_it_speaks_the_protocol(make_app: Any, overrides: dict[str, Any], on: bool) -> None:
-    app, _ = make_app([make_node("n1").alloc(gpu=4).obj()])
-    assert (lane_of(app, settings(**overrides)) is app.wsgi_app) is on
-    assert lane_of(object(), settings()) is None
+@pytest.mark.parametrize("overrides, refused", [
+    ({}, ""),
+    ({"http_protocols": ["h2", "h1"]}, "HTTP/2"),
+    ({"protocol": "uwsgi"}, "the uwsgi protocol"),
+    ({"proxy_protocol": "v1"}, "the PROXY protocol"),
+    ({"proxy_protocol": True}, "the PROXY protocol"),
+    ({"proxy_protocol": False}, ""),
+], ids=["defaults", "http/2", "uwsgi", "proxy protocol", "proxy protocol (old bool)", "proxy protocol off (old bool)"])
+def test_the_worker_refuses_what_it_does_not_speak(overrides: dict[str, Any], refused: str) -> None:
+    assert unspoken(settings(**overrides)) == refused
 
 
-# ---- HotVerbs.respond -----------------------------------------------------------------------
+def test_tls_goes_through_gunicorns_ssl_context_hook() -> None:
+    made: list[Any] = []
 
-def args(names: list[str]) -> bytes:
-    return json.dumps({"Pod": make_pod("p").req(gpu=1).obj(), "Nodes": None, "NodeNames": names}).encode()
+    def hook(cfg: Any, default: Any) -> Any:
+        made.append(cfg)
+        return "context"
 
-
-@pytest.fixture
-def hot(make_app: Any) -> HotVerbs:
-    app, _ = make_app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()])
-    lane = app.wsgi_app
-    assert isinstance(lane, HotVerbs)
-    return lane
+    cfg = SimpleNamespace(ssl_context=hook)
+    assert tls_context(cfg) == "context" and made == [cfg]
 
 
-def test_respond_answers_filter_and_prioritize(hot: HotVerbs) -> None:
-    status, data, record = hot.respond("/scheduler/filter", args(["n1", "n2", "ghost"])) or (0, b"", None)
-    assert status == 200 and callable(record)
-    reply = json.loads(data)
-    assert reply["NodeNames"] == ["n1", "n2"] and list(reply["FailedNodes"]) == ["ghost"] and reply["Error"] == ""
-    status, data, _ = hot.respond("/scheduler/prioritize", args(["n1", "n2"])) or (0, b"", None)
-    assert status == 200 and [h["Host"] for h in json.loads(data)] == ["n1", "n2"]
+def worker(**settings: Any) -> tuple[FastLaneWorker, list[str]]:
+    """A worker under gunicorn ``settings`` (not started), and what it logs at info."""
+    cfg = Config()
+    for name, value in settings.items():
+        cfg.set(name, value)
+    logged: list[str] = []
+    log = SimpleNamespace(info=lambda msg, *args: logged.append(msg % args))
+    return FastLaneWorker(0, 1, [], None, 30, cfg, log), logged
 
 
-def test_respond_logs_and_counts_only_when_the_record_is_called(hot: HotVerbs) -> None:
-    metrics = _metrics_of(hot)
-    before = _count(metrics, "filter")
-    answer = hot.respond("/scheduler/filter", args(["n1"]))
-    assert answer is not None and _count(metrics, "filter") == before
-    answer[2]()
-    assert _count(metrics, "filter") == before + 1
+def test_max_requests_stops_the_worker_after_the_last_answer() -> None:
+    fast, logged = worker(max_requests=3, max_requests_jitter=0)
+    assert [fast._answered() for _ in range(3)] == [True, True, False]
+    assert logged == ["Autorestarting worker after current request."] and fast._stopping
 
 
-def test_respond_binds_and_leaves_a_bad_bind_to_flask(make_app: Any) -> None:
-    app, cluster = make_app([make_node("n1").alloc(gpu=4).obj()], [make_pod("p").uid("uid-p").req(gpu=1).obj()])
-    hot = app.wsgi_app
-    assert hot.respond("/scheduler/bind", b'{"PodName": "p", "Node": 5}') is None  # Flask answers the 400
-    assert not cluster.get_pod("default", "p")["spec"].get("nodeName")
-    body = json.dumps({"PodName": "p", "PodNamespace": "default", "PodUID": "uid-p", "Node": "n1"}).encode()
-    status, data, record = hot.respond("/scheduler/bind", body) or (0, b"", None)
-    assert status == 200 and json.loads(data) == {"Error": ""} and callable(record)
-    assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+def test_no_max_requests_means_no_limit() -> None:
+    fast, logged = worker()
+    assert all(fast._answered() for _ in range(1000)) and not logged
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/scheduler/preempt", args(["n1"])),
-    ("/scheduler/filter?pretty", args(["n1"])),
-    ("/scheduler/filter", b"not json"),
-    ("/scheduler/filter", b""),
-    ("/scheduler/prioritize", b'{"Pod": 5}'),
-], ids=["not a hot verb", "query string", "bad json", "empty body", "bad pod"])
-def test_respond_leaves_everything_else_to_flask(hot: HotVerbs, path: str, body: bytes) -> None:
-    assert hot.respond(path, body) is None
-
-
-def test_respond_leaves_a_follower_to_flask(hot: HotVerbs) -> None:
-    hot.serving = lambda: False
-    assert hot.respond("/scheduler/filter", args(["n1"])) is None
-
-
-def _metrics_of(hot: HotVerbs) -> Any:
-    app = getattr(hot.app, "__self__")  # Flask.wsgi_app, bound to the app
-    return app.extensions["kube_extender"].metrics
-
-
-def _count(metrics: Any, verb: str) -> float:
-    return sum(s.value for m in metrics.requests.collect() for s in m.samples
-               if s.name.endswith("_total") and s.labels.get("verb") == verb)
-
-
-# ---- HotVerbs as WSGI middleware ---------------------------------------------------------------
-
-@pytest.mark.parametrize("method, path, length", [
-    ("POST", "/scheduler/nope", 100_000),
-    ("PUT", "/scheduler/filter", 100_000),
-    ("GET", "/healthz", 5_000),
-], ids=["404", "405", "GET with a body"])
-def test_a_body_the_app_did_not_read_is_read_after_it_answered(hot: HotVerbs, method: str, path: str,
-                                                               length: int) -> None:
-    """gunicorn's gthread worker reads at most 64 KiB of a body the app left before the next
-    request, else closes a connection it had just answered with keep-alive: the lane reads it."""
-    stream = io.BytesIO(b"x" * length)
-    answer = _call(hot, method, path, stream, str(length))
-    assert answer[0].split()[0] in ("404", "405", "200") and stream.tell() == length
-
-
-def test_nothing_past_the_body_is_read(hot: HotVerbs) -> None:
-    """A WSGI server may hand over the connection itself (werkzeug's development server does):
-    the next request's bytes stay where they are."""
-    stream = io.BytesIO(b"x" * 1000 + b"GET /healthz HTTP/1.1\r\n\r\n")
-    _call(hot, "POST", "/scheduler/nope", stream, "1000")
-    assert stream.tell() == 1000
-
-
-def test_a_body_over_the_limit_is_never_read(hot: HotVerbs) -> None:
-    """Announced over the limit: 413 unread (the worker closes the connection instead)."""
-    stream = io.BytesIO(b"x" * (hot.limit + 10))
-    answer = _call(hot, "POST", "/scheduler/bind", stream, str(hot.limit + 10))
-    assert answer[0].startswith("413") and stream.tell() == 0
-
-
-def _call(hot: HotVerbs, method: str, path: str, stream: io.BytesIO, length: str) -> tuple[str, bytes]:
-    seen: list[str] = []
-    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "x",
-               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": stream, "CONTENT_LENGTH": length,
-               "CONTENT_TYPE": "application/json"}
-    body = b"".join(hot(environ, lambda status, headers, *_: seen.append(status)))
-    return seen[0], body
+def test_the_worker_quits_once_and_stops_on_term() -> None:
+    calls: list[Any] = []
+    fast, _ = worker(worker_int=lambda w: calls.append(w))
+    fast._on_quit(2, None)
+    fast._on_quit(2, None)  # Ctrl-C reaches the worker twice
+    assert calls == [fast] and not fast._answered()
+    fast, _ = worker()
+    fast._on_term(15, None)
+    assert not fast._answered()

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 from gunicorn import util
+from gunicorn.config import Config
+from gunicorn.http.errors import ExpectationFailed, InvalidRequestLine, LimitRequestLine
 
-from extender.api.workers import body_limit, json_error, unbounded
+from extender.api.workers import ThreadWorker, body_limit, json_error, unbounded
 
 
 def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
@@ -61,3 +63,22 @@ def test_which_requests_close_their_connection(headers: list[tuple[str, str]], l
 def test_body_limit_is_the_apps() -> None:
     assert body_limit(SimpleNamespace(config={"MAX_CONTENT_LENGTH": 4096})) == 4096
     assert body_limit(SimpleNamespace(config={})) == 0
+
+
+@pytest.mark.parametrize("error, status, message", [
+    (InvalidRequestLine("HELLO"), 400, "Invalid Request Line"),
+    (LimitRequestLine(5000, 4094), 414, "Request Line is too large (5000 > 4094)"),
+    (ExpectationFailed("200-ok"), 417, "200-ok"),
+], ids=["request line", "line too long", "expectation"])
+def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception, status: int, message: str) -> None:
+    """Through gunicorn's own handle_error: holds on every gunicorn version setup.cfg allows."""
+    log = SimpleNamespace(warning=lambda *_: None, exception=lambda *_: None, debug=lambda *_: None)
+    worker = ThreadWorker(0, 1, [], None, 30, Config(), log)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker.handle_error(None, ours, ("127.0.0.1", 40000), error)
+        ours.shutdown(socket.SHUT_WR)
+        reply = b"".join(iter(lambda: theirs.recv(65536), b""))
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()) and b"Content-Type: application/json" in head
+    assert message in json.loads(body)["message"]

@@ -1,0 +1,364 @@
+"""HTTP/1.1 connections of the gevent worker: requests read off the socket with httptools, a POST
+to a verb answered by ``Verbs.answer``, anything else by the WSGI app (the Flask app), each reply
+written in one send.
+
+httptools (the llhttp parser of Node.js, as uvicorn uses it) frames every request - pipelined or
+split across reads, a Content-Length or a chunked body - in C, in ~2 us for kube-scheduler's
+head; the verbs then cost what the engine costs, and nothing else runs per request. On top of
+the parser this module keeps what the extender promised of its HTTP layer (``docs/openapi.yaml``):
+
+* a body announced over the limit (``server.maxRequestBytes``) is a 413 and is never read; a
+  chunked body that grows over it is a 413 as soon as it does; either closes the connection;
+* ``Expect: 100-continue`` gets its ``100 Continue`` once the head is in (another expectation:
+  417); a ``Transfer-Encoding`` other than ``chunked``: 501; HTTP versions other than 1.0 and 1.1,
+  and any head the parser refuses: 400; a request line or header fields over gunicorn's
+  ``limit_request_line`` / ``limit_request_fields`` / ``limit_request_field_size``: 414 or 431.
+  Each of these answers in JSON, ``{"error", "message"}``, and closes the connection;
+* a request whose body came chunked is answered, then its connection closes, as under gthread;
+  HTTP/1.0 and ``Connection: close`` close after their answer; otherwise the connection is kept
+  until the client leaves or stays idle for the keep-alive timeout;
+* headers with an underscore in their name are dropped before the WSGI app sees them (they
+  would pass for their dashed twins, as gunicorn's default ``header_map: drop`` says).
+
+A client that leaves mid-request, mid-reply, or ends TLS without ``close_notify`` just ends its
+connection: nothing is logged above debug.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+import ssl
+import sys
+import time
+from dataclasses import dataclass
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any, Callable
+from urllib.parse import unquote_to_bytes
+
+import httptools
+import orjson
+
+from extender.api.errors import too_large
+from extender.api.replies import error_payload
+from extender.api.verbs import Verbs
+
+log = logging.getLogger("extender.api.http")
+
+_RECV = 256 * 1024
+_REASONS = {s.value: s.phrase for s in HTTPStatus} | {413: "Request Entity Too Large", 414: "URI Too Long"}
+"""Reason phrases; 413 and 414 as Flask and gunicorn say them."""
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                         "trailers", "transfer-encoding", "upgrade", "content-length"})
+"""Headers of a WSGI reply the connection sets itself (PEP 3333 forbids apps the hop-by-hop ones)."""
+SERVER = "kube-extender"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may be: gunicorn's ``limit_request_*`` settings (0 = no limit) and the
+    app's body limit (``MAX_CONTENT_LENGTH``; 0 = none)."""
+
+    line: int = 4094
+    fields: int = 100
+    field_size: int = 8190
+    body: int = 0
+
+    @property
+    def head(self) -> int:
+        """Bytes a head may take before it is refused, whatever its lines."""
+        if not (self.line and self.fields and self.field_size):
+            return 1 << 20
+        return self.line + self.fields * (self.field_size + 2) + 4
+
+
+class Refused(Exception):
+    """A request the connection answers itself with ``status`` and closes: the message names
+    the problem."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Request:
+    """One complete request, as read."""
+
+    method: str
+    target: str
+    """As sent: ``/path?query``, not percent-decoded."""
+    version: str
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    close: bool
+    """The connection closes after the answer: HTTP/1.0 or ``Connection: close``, a chunked
+    body, an upgrade the server does not speak."""
+
+
+_date: tuple[int, bytes] = (-1, b"")
+
+
+def http_date() -> bytes:
+    """``Date`` as RFC 9110 wants it, formatted once a second."""
+    global _date
+    second = int(time.time())
+    if _date[0] != second:
+        _date = (second, formatdate(second, usegmt=True).encode())
+    return _date[1]
+
+
+def reply_head(status: int, length: int, close: bool, content_type: bytes = b"application/json",
+               extra: bytes = b"") -> bytes:
+    """Status line and headers of a reply with a body of ``length`` bytes; ``extra``: more header
+    lines, each ending in CRLF."""
+    return (b"HTTP/1.1 %d %s\r\nServer: %s\r\nDate: %s\r\nConnection: %s\r\nContent-Type: %s\r\n"
+            b"Content-Length: %d\r\n%s\r\n") % (status, _REASONS.get(status, "").encode(), SERVER.encode(),
+                                               http_date(), b"close" if close else b"keep-alive", content_type,
+                                               length, extra)
+
+
+def error_reply(status: int, message: str) -> bytes:
+    """A whole JSON error reply that closes the connection."""
+    body = orjson.dumps(error_payload(_REASONS.get(status, "error").lower(), message))
+    return reply_head(status, len(body), True) + body
+
+
+class _Reader:
+    """httptools' callbacks for one connection: collects complete requests in ``ready``, refuses
+    (``Refused``) what the limits or the HTTP layer's promises do not allow."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: list[Request] = []
+        self.started = False
+        """A request has begun and is not complete."""
+        self.head_done = False
+        self.expects_continue = False
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._size = 0
+        self._chunked = False
+
+    # ---- httptools callbacks ----
+    def on_message_begin(self) -> None:
+        self.started, self.head_done, self.expects_continue = True, False, False
+        self._url, self._headers, self._body, self._size, self._chunked = b"", [], [], 0, False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if self.limits.line and len(self._url) > self.limits.line:
+            raise Refused(414, f"Request Line is too large ({len(self._url)} > {self.limits.line})")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        if self.limits.fields and len(self._headers) > self.limits.fields:
+            raise Refused(431, "Error parsing headers: 'limit request headers fields'")
+        if self.limits.field_size and len(name) + len(value) + 2 > self.limits.field_size:
+            raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
+
+    def on_headers_complete(self) -> None:
+        version = self.parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise Refused(400, f"Invalid HTTP Version 'HTTP/{version}'")
+        limit = self.limits.body
+        for name, value in self._headers:
+            lname = name.lower()
+            if lname == b"transfer-encoding":
+                if value.strip().lower() != b"chunked":
+                    raise Refused(501, f"Unsupported transfer coding: {value.decode('latin-1')!r}")
+                self._chunked = True
+            elif lname == b"content-length" and limit and int(value) > limit:
+                raise Refused(413, too_large(limit))
+            elif lname == b"expect":
+                if value.strip().lower() != b"100-continue":
+                    raise Refused(417, f"Unable to comply with expectation: {value.decode('latin-1')!r}")
+                self.expects_continue = version == "1.1"
+        self.head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self.limits.body and self._size > self.limits.body:
+            raise Refused(413, too_large(self.limits.body))
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        self.ready.append(Request(parser.get_method().decode("latin-1"), self._url.decode("latin-1"),
+                                  parser.get_http_version(), self._headers, b"".join(self._body),
+                                  not parser.should_keep_alive() or self._chunked))
+        self.started = False
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; Refused for what the connection must answer itself."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Upgrade or CONNECT: answered as a plain request, then the connection closes (the
+            # server speaks nothing else; the rest of the bytes are not HTTP/1.1).
+            if self.ready:
+                self.ready[-1].close = True
+            else:
+                raise Refused(400, "Upgrade without a complete request") from None
+        except httptools.HttpParserCallbackError as exc:
+            if isinstance(exc.__context__, Refused):
+                raise exc.__context__ from None
+            raise
+        except httptools.HttpParserError as exc:
+            if self.started and self.head_done:
+                raise Refused(400, f"request body could not be read: {exc}") from None
+            raise Refused(400, f"Invalid request: {exc}") from None
+
+
+Recorder = Callable[[], bool]
+"""Called once per answered request: False when the worker wants the connection closed (it is
+restarting or stopping)."""
+
+
+class Connection:
+    """One client connection: requests read, answered and written in order until it closes."""
+
+    def __init__(self, sock: Any, addr: Any, app: Callable[..., Any], verbs: Verbs | None, limits: Limits,
+                 environ: dict[str, Any], answered: Recorder, keepalive: bool = True) -> None:
+        self.sock = sock
+        self.addr = addr
+        self.app = app
+        self.verbs = verbs
+        self.limits = limits
+        self.environ = environ
+        """The WSGI environ every request starts from (server name and port, URL scheme)."""
+        self.answered = answered
+        self.keepalive = keepalive
+        self.idle = True
+        """Waiting for a request to begin: the worker may close it when it stops."""
+
+    def serve(self) -> None:
+        """Serve until the client leaves, stays idle too long, or a request closes it."""
+        reader = _Reader(self.limits)
+        sock = self.sock
+        continued = False
+        head_bytes = 0
+        while True:
+            while not reader.ready:
+                self.idle = not reader.started
+                try:
+                    data = sock.recv(_RECV)
+                except (TimeoutError, ConnectionError, ssl.SSLError):
+                    return  # idle past the keep-alive timeout, or the client left (TLS included)
+                self.idle = False
+                if not data:
+                    return
+                try:
+                    reader.feed(data)
+                except Refused as refused:
+                    for request in reader.ready:  # complete requests before it are still answered
+                        if not self._answer(request):
+                            return
+                    sock.sendall(error_reply(refused.status, str(refused)))
+                    return
+                head_bytes = head_bytes + len(data) if reader.started and not reader.head_done else 0
+                if head_bytes > self.limits.head:
+                    sock.sendall(error_reply(431, f"Request head larger than {self.limits.head} bytes"))
+                    return
+                if reader.started and reader.head_done and reader.expects_continue and not continued:
+                    sock.sendall(_CONTINUE)
+                    continued = True
+            continued = False
+            if not self._answer(reader.ready.pop(0)):
+                return
+
+    def close_if_idle(self) -> None:
+        """End the connection if it waits for a request (the worker is stopping)."""
+        if self.idle:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # its recv returns b""
+            except OSError:
+                pass
+
+    def _answer(self, request: Request) -> bool:
+        """Answer ``request``; False when the connection must close after it."""
+        target, verbs = request.target, self.verbs
+        if verbs is not None and request.method == "POST" and (kind := verbs.kinds.get(target)) is not None:
+            status, payload, record = verbs.answer(kind, request.body, target)
+            data = orjson.dumps(payload)
+            close = not self.answered() or request.close or not self.keepalive
+            self.sock.sendall(reply_head(status, len(data), close) + data)
+            record()
+            return not close
+        return self._wsgi(request)
+
+    def _wsgi(self, request: Request) -> bool:
+        """The WSGI app's answer to ``request``."""
+        started: list[Any] = []
+        written: list[bytes] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
+            started[:] = [status, headers]
+            return written.append  # PEP 3333's write(): what it is given comes first
+
+        try:
+            result = self.app(self._environ(request), start_response)
+            try:
+                chunks = list(result)
+                body = b"".join(written) + b"".join(chunks)
+            finally:
+                if hasattr(result, "close"):
+                    result.close()
+            status_line, headers = started
+        except Exception:  # noqa: BLE001 - a failure of the app is a 500 for this request, not the worker's end
+            log.exception("unhandled error in the WSGI app", extra={"path": request.target})
+            self.answered()
+            self.sock.sendall(error_reply(500, "the server failed to answer"))
+            return False
+        close = not self.answered() or request.close or not self.keepalive
+        status = int(status_line.split(" ", 1)[0])
+        content_type = b"application/octet-stream"
+        extra = b""
+        length = len(body)
+        for name, value in headers:
+            lname = name.lower()
+            if lname == "content-type":
+                content_type = value.encode("latin-1")
+            elif lname == "content-length" and request.method == "HEAD":
+                length = int(value)
+            elif lname not in _HOP_BY_HOP:
+                extra += f"{name}: {value}\r\n".encode("latin-1")
+        head = reply_head(status, length, close, content_type, extra)
+        self.sock.sendall(head if request.method == "HEAD" else head + body)
+        return not close
+
+    def _environ(self, request: Request) -> dict[str, Any]:
+        path, _, query = request.target.partition("?")
+        path = path.partition("#")[0]
+        if not path.startswith("/") and "://" in path:  # absolute form: the path is after the authority
+            path = "/" + path.split("://", 1)[1].partition("/")[2]
+        environ = {**self.environ, "REQUEST_METHOD": request.method, "SCRIPT_NAME": "",
+                   "PATH_INFO": unquote_to_bytes(path).decode("latin-1"), "QUERY_STRING": query.partition("#")[0],
+                   "RAW_URI": request.target, "SERVER_PROTOCOL": f"HTTP/{request.version}",
+                   "REMOTE_ADDR": self.addr[0] if isinstance(self.addr, tuple) else "",
+                   "REMOTE_PORT": str(self.addr[1]) if isinstance(self.addr, tuple) else "",
+                   "CONTENT_LENGTH": str(len(request.body)), "wsgi.input": io.BytesIO(request.body),
+                   "wsgi.input_terminated": True}
+        for name, value in request.headers:
+            key = name.decode("latin-1").upper()
+            if "_" in key:
+                continue
+            text = value.decode("latin-1").strip()
+            if key == "CONTENT-TYPE":
+                environ["CONTENT_TYPE"] = text
+            elif key not in ("CONTENT-LENGTH", "TRANSFER-ENCODING"):
+                key = "HTTP_" + key.replace("-", "_")
+                environ[key] = f"{environ[key]},{text}" if key in environ else text
+        return environ
+
+
+def base_environ(server_name: str, port: int, scheme: str) -> dict[str, Any]:
+    """The part of the WSGI environ every request of a listener shares."""
+    return {"SERVER_NAME": server_name, "SERVER_PORT": str(port), "SERVER_SOFTWARE": SERVER,
+            "wsgi.version": (1, 0), "wsgi.url_scheme": scheme, "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False}

@@ -1,0 +1,20 @@
+"""JSON replies: every answer of the extender is a JSON document, errors included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from flask import Response, request
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """``payload`` as a Flask response; pretty-printed when the query string has ``?pretty``."""
+    option = orjson.OPT_INDENT_2 if "pretty" in request.args else 0
+    return Response(orjson.dumps(payload, option=option), status=status, mimetype="application/json")
+
+
+def error_payload(error: str, message: str) -> dict[str, Any]:
+    """The body of every error answer: what kind of error (the HTTP reason, lower case), and a
+    message naming the problem."""
+    return {"error": error, "message": message}

@@ -1,0 +1,161 @@
+"""One way into the verb handlers (``Verbs.answer``): every outcome answered there, once, and
+its log line and metrics only when the transport calls the Record; and the WSGI shortcut in
+front of the Flask app (``VerbShortcut``). Through Flask: tests/unit/test_api_endpoints.py;
+through the fast lane: tests/integration/test_fastlane_http.py."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from builders import make_node, make_pod
+
+from extender.api.routes import VerbShortcut
+from extender.api.verbs import Verbs
+
+
+def args(names: list[str]) -> bytes:
+    return json.dumps({"Pod": make_pod("p").req(gpu=1).obj(), "Nodes": None, "NodeNames": names}).encode()
+
+
+@pytest.fixture
+def app(make_app: Any) -> Any:
+    built, _ = make_app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()])
+    return built
+
+
+@pytest.fixture
+def shortcut(app: Any) -> VerbShortcut:
+    assert isinstance(app.wsgi_app, VerbShortcut)
+    return app.wsgi_app
+
+
+@pytest.fixture
+def verbs(shortcut: VerbShortcut) -> Verbs:
+    return shortcut.verbs
+
+
+def test_the_configured_paths_name_their_verbs(verbs: Verbs) -> None:
+    assert verbs.kinds == {"/scheduler/filter": "filter", "/scheduler/prioritize": "prioritize",
+                           "/scheduler/preempt": "preempt", "/scheduler/bind": "bind"}
+
+
+def test_filter_and_prioritize_are_answered(verbs: Verbs) -> None:
+    status, reply, record = verbs.answer("filter", args(["n1", "n2", "ghost"]))
+    assert status == 200 and callable(record)
+    assert reply["NodeNames"] == ["n1", "n2"] and list(reply["FailedNodes"]) == ["ghost"] and reply["Error"] == ""
+    status, reply, _ = verbs.answer("prioritize", args(["n1", "n2"]))
+    assert status == 200 and [h["Host"] for h in reply] == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("kind, body, outcome", [
+    ("filter", None, "feasible"),
+    ("filter", b"not json", "bad_request"),
+    ("prioritize", b'{"Pod": 5}', "bad_request"),
+], ids=["answered", "bad json", "bad pod"])
+def test_a_request_is_logged_and_counted_only_when_its_record_is_called(verbs: Verbs, kind: str, body: Any,
+                                                                       outcome: str) -> None:
+    before = _count(verbs, kind, outcome)
+    *_, record = verbs.answer(kind, body if body is not None else args(["n1"]))
+    assert _count(verbs, kind, outcome) == before
+    record()
+    assert _count(verbs, kind, outcome) == before + 1
+
+
+@pytest.mark.parametrize("kind, body, message", [
+    ("filter", b"not json", "request body is not valid JSON"),
+    ("filter", b"", "empty request body"),
+    ("prioritize", b'{"Pod": 5}', "Pod"),
+    ("bind", b'{"PodName": 5}', "PodName"),
+], ids=["bad json", "empty body", "bad pod", "bad bind"])
+def test_bad_input_is_a_400_answered_where_it_is_found(verbs: Verbs, kind: str, body: bytes, message: str) -> None:
+    status, reply, _ = verbs.answer(kind, body)
+    assert status == 400 and reply["error"] == "bad request" and message in reply["message"]
+
+
+def test_a_follower_answers_503(verbs: Verbs) -> None:
+    verbs.serving = lambda: False
+    status, reply, record = verbs.answer("filter", args(["n1"]))
+    assert status == 503 and reply["error"] == "not the leader"
+    record()
+    assert _count(verbs, "filter", "not_leader") == 1
+
+
+def test_a_handler_that_fails_runs_once_and_is_answered(app: Any, verbs: Verbs,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure inside a verb is its answer (prioritize: 500), whichever door the request came
+    in by: nothing runs the handler again."""
+    calls = []
+
+    def boom(*_: Any) -> Any:
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(verbs.engine, "prioritize", boom)
+    status, reply, _ = verbs.answer("prioritize", args(["n1"]))
+    assert status == 500 and "boom" in reply["error"] and len(calls) == 1
+    for query in ("", "?pretty"):  # the WSGI shortcut, then the Flask view
+        resp = app.test_client().post(f"/scheduler/prioritize{query}", data=args(["n1"]),
+                                      content_type="application/json")
+        assert resp.status_code == 500 and "boom" in resp.get_json()["error"]
+    assert len(calls) == 3
+
+
+def _count(verbs: Verbs, verb: str, outcome: str) -> float:
+    return sum(s.value for m in verbs.metrics.requests.collect() for s in m.samples
+               if s.name.endswith("_total") and s.labels == {"verb": verb, "outcome": outcome})
+
+
+# ---- the WSGI shortcut ---------------------------------------------------------------------------
+
+def test_a_plain_post_is_answered_without_flask(shortcut: VerbShortcut, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shortcut, "app", None)  # the Flask app: never called
+    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(args(["n1"])), str(len(args(["n1"]))))
+    assert status == "200 OK" and json.loads(body)["NodeNames"] == ["n1"]
+    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(b"nope"), "4")
+    assert status == "400 Bad Request" and json.loads(body)["error"] == "bad request"
+
+
+@pytest.mark.parametrize("method, path, length", [
+    ("POST", "/scheduler/nope", 100_000),
+    ("PUT", "/scheduler/filter", 100_000),
+    ("GET", "/healthz", 5_000),
+], ids=["404", "405", "GET with a body"])
+def test_a_body_the_app_did_not_read_is_read_after_it_answered(shortcut: VerbShortcut, method: str, path: str,
+                                                               length: int) -> None:
+    """gunicorn's gthread worker reads at most 64 KiB of a body the app left before the next
+    request, else closes a connection it had just answered with keep-alive: the shortcut reads it."""
+    stream = io.BytesIO(b"x" * length)
+    answer = _call(shortcut, method, path, stream, str(length))
+    assert answer[0].split()[0] in ("404", "405", "200") and stream.tell() == length
+
+
+def test_nothing_past_the_body_is_read(shortcut: VerbShortcut) -> None:
+    """A WSGI server may hand over the connection itself (werkzeug's development server does):
+    the next request's bytes stay where they are."""
+    stream = io.BytesIO(b"x" * 1000 + b"GET /healthz HTTP/1.1\r\n\r\n")
+    _call(shortcut, "POST", "/scheduler/nope", stream, "1000")
+    assert stream.tell() == 1000
+
+
+def test_a_body_over_the_limit_is_never_read(shortcut: VerbShortcut) -> None:
+    """Announced over the limit: 413 unread (the worker closes the connection instead)."""
+    stream = io.BytesIO(b"x" * (shortcut.limit + 10))
+    answer = _call(shortcut, "POST", "/scheduler/bind", stream, str(shortcut.limit + 10))
+    assert answer[0].startswith("413") and stream.tell() == 0
+
+
+def test_a_body_shorter_than_announced_is_named_by_the_flask_view(shortcut: VerbShortcut) -> None:
+    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(b'{"Pod": {}}'), "50")
+    assert status.startswith("400") and "ended after 11 of the 50 bytes" in json.loads(body)["message"]
+
+
+def _call(shortcut: VerbShortcut, method: str, path: str, stream: io.BytesIO, length: str) -> tuple[str, bytes]:
+    seen: list[str] = []
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "x",
+               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": stream, "CONTENT_LENGTH": length,
+               "CONTENT_TYPE": "application/json", "wsgi.input_terminated": True}
+    body = b"".join(shortcut(environ, lambda status, headers, *_: seen.append(status)))
+    return seen[0], body
