@@ -203,6 +203,23 @@ def test_binding_failure_is_a_clear_error_and_releases_the_reservation(api: Fake
         ext.stop()
 
 
+@pytest.mark.parametrize("status", [0, 504])
+def test_a_binding_stored_whose_reply_was_lost_is_a_success_and_keeps_its_capacity(api: FakeApiServer,
+                                                                                   status: int) -> None:
+    """Found by the soak: the extender took the lost reply for a failure, released the capacity
+    and gave the device the pod was bound to to the next pod."""
+    api.create(pod("p", 3))
+    api.create(pod("q", 2))
+    ext = Extender(api)
+    try:
+        api.lose_reply_next("POST", r"/pods/p/binding$", status)
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == ""
+        assert ext.used("n1") == 3, "held from the bind on, not from when the watch tells"
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+    finally:
+        ext.stop()
+
+
 def test_bound_elsewhere_is_a_conflict_and_same_node_is_success(api: FakeApiServer) -> None:
     api.create(pod("p", 1))
     api.create(pod("q", 1))
