@@ -1,0 +1,741 @@
+"""A fault-injection soak: thousands of mixed pods through kube-scheduler and kube-extender over a
+faulty API server, with the extender killed, restarted and failed over, then checked from the API
+server's objects alone.
+
+**Deployment.** One kube-scheduler profile and one extender profile with every plugin, as a GPU
+cluster runs it: whole GPUs (``example.com/gpu``, advertised by the nodes and counted by
+kube-scheduler too, ``ignoredByScheduler: false``) and shares of one GPU's memory and compute
+(``example.com/gpu-memory``/``-compute``, counted by the extender alone) are the same physical
+devices, so only one profile can account them: DeviceShare (per device, instead of
+NodeResources), Gang and ManagedPreemption together (:data:`EXTENDER_CONFIG`). Two profiles by
+schedulerName would each count the devices their own way and could give one device twice.
+Two replicas with leader election, as ``kube-extender serve --cluster kube`` processes unless
+``processes=False``.
+
+**Workload** (seeded, :func:`build_workload`): jobs arrive as a Poisson stream; each is
+
+* ``plain``: one pod asking 1-2 whole GPUs, priority ``batch`` or ``normal``;
+* ``share``: one pod asking 2-8 GiB of one GPU's memory (some also a compute share), ``batch``;
+* ``gang``: 2-5 pods labelled with a pod group in namespace ``ml-a`` or ``ml-b`` (the same group
+  names in both), asking 1 GPU each (some members a share), sized by a PodGroup object or by
+  the min-member annotation, sometimes with one member more than ``minMember``, ``normal``;
+* ``preemptor``: one pod asking 2-4 whole GPUs or a large share, priority ``urgent``: it
+  preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, ManagedPreemption
+  for shares);
+* ``infeasible``: pods no node can ever hold (9 GPUs, a share larger than a device) and gangs
+  with fewer members than their ``minMember`` (gated or not), which must stay Pending and say why.
+
+A fifth of the pods carry the extender's admission gate; a few are deleted by their "user"
+shortly after creation, whatever state they are in. A bound pod runs for a seeded time and is
+deleted; a gang runs from its ``minMember``-th binding and is then deleted whole (members, then
+its PodGroup). A member deleted by someone else (preempted) tears its group down, as a job
+controller would.
+
+**Faults** (a Poisson stream of :data:`FAULTS`, each a rule of the fake API server that waits for
+the next matching request, or an action): Bindings answered 500 or 409, Bindings whose reply is
+lost after they were stored (a disconnect, or 504), Bindings disconnected before they reach the
+store, pod patches (gates, nudges, status) answered 500 or 409, evictions and lease renewals
+answered 500, watches dropped or aborted, event history compacted (watchers get 410 and relist),
+request latency spikes. Every ``kill_every`` seconds the leading replica is SIGKILLed mid-bind (a
+latency rule holds the next extender Binding at the API server, the replica dies while it is in
+flight, and the Binding is stored after its death) and restarted ``restart_after`` seconds later;
+every ``handover_every`` seconds the leader is stopped cleanly (its lease released) and started
+again. Watch deliveries lag per side (the extender's and kube-scheduler's informers see changes
+at different times, each with jitter).
+
+**Checks** (from the API server's objects and its commit stream only, never the extender's
+view; :class:`SoakResult.violations`):
+
+* ``capacity``: no node over its allocatable and no device over its memory or compute, or held
+  whole and shared, or given to a pod that asks more - at any instant (every write);
+* ``leak``: no pod that is not bound carries the allocation or device annotation, at any
+  instant; and at the end, no Pending pod that would fit in what is free (capacity held by
+  nobody visible);
+* ``unexplained``: every pod still Pending at the end has a ``PodScheduled=False`` condition
+  with a reason other than ``SchedulingGated`` or an Event from kube-scheduler or the extender;
+* ``gang``: all-or-nothing. At an instant, Bindings of a group are separate writes, so a group
+  is partly bound while its members' Bindings land; what must hold at every Binding is that the
+  group could complete: at least ``minMember`` members exist (Permit never lets fewer go). At
+  the end, every group that was not torn down has 0 or at least ``minMember`` members bound,
+  and every group was either never started or reached ``minMember`` bound members. How long a
+  group stayed partly bound (first to ``minMember``-th Binding) is a figure, not a check;
+* ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
+  Pending while the cluster is empty means capacity leaked where the API cannot show it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from extender.cli import POD_MAX_BACKOFF_SECONDS
+from extender.framework.pod_group import GROUP_LABEL
+from extender.testing.fakeapi import builders
+from extender.testing.harness.harness import Harness
+from extender.testing.harness.objects import ADMISSION_GATE, GPU
+from extender.testing.harness.observe import PodLife
+
+GPU_MEMORY = "example.com/gpu-memory"
+GPU_COMPUTE = "example.com/gpu-compute"
+PREFIX = "kube-extender.io/"
+MIN_MEMBER = PREFIX + "pod-group-min-member"
+INVENTORY = PREFIX + "device-inventory"
+NAMESPACES = ("ml-a", "ml-b")
+PRIORITIES = {"batch": 0, "normal": 100, "urgent": 1000}
+
+EXTENDER_CONFIG: dict[str, Any] = {
+    "managedResources": [{"name": GPU, "ignoredByScheduler": False},
+                         {"name": GPU_MEMORY, "ignoredByScheduler": True},
+                         {"name": GPU_COMPUTE, "ignoredByScheduler": True}],
+    "cache": {"assumedPodTTL": "30s"},
+    "profiles": [{
+        "schedulerName": "default-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": "DeviceShare"}, {"name": "Gang"}],
+                                   "disabled": ["NodeResources"]},
+                    "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}},
+        "pluginConfig": [
+            {"name": "DeviceShare", "args": {"memoryResource": GPU_MEMORY, "computeResource": GPU_COMPUTE,
+                                             "countResource": GPU}},
+            {"name": "Gang", "args": {"permitTimeout": "3s", "backoff": "3s", "reservationTimeout": "10s"}},
+        ],
+    }],
+}
+"""The extender's configuration for the soak (see the module docstring)."""
+
+BINDING = r"/pods/[^/]+/binding$"
+POD = r"/api/v1/namespaces/[^/]+/pods/[^/]+(/status)?$"
+
+FAULTS: dict[str, float] = {
+    "binding-500": 3, "binding-409": 2, "binding-reply-lost": 2, "binding-504-after-commit": 1,
+    "binding-disconnect": 1, "pod-patch-500": 2, "pod-patch-409": 2, "eviction-500": 1, "lease-500": 1,
+    "list-500": 1, "watch-drop": 2, "watch-abort": 1, "compaction-410": 1, "latency": 1,
+}
+"""Fault kinds and their relative weights."""
+
+
+@dataclass(frozen=True)
+class SoakSpec:
+    pods: int = 10_000
+    nodes: int = 32
+    devices: int = 8
+    """Per node."""
+    device_memory: int = 16_384
+    """MiB per device."""
+    arrival_rate: float = 25.0
+    """Pods per second (jobs arrive so that pods average this)."""
+    runtime: tuple[float, float] = (1.0, 5.0)
+    mix: Mapping[str, float] = field(default_factory=lambda: {"plain": 0.42, "share": 0.3, "gang": 0.2,
+                                                              "preemptor": 0.08})
+    """Shares of the pods by kind (the infeasible ones come on top: ``infeasible``)."""
+    infeasible: int = 0
+    """Pods that can never be bound (0: one per 500 pods, at least 6)."""
+    gated: float = 0.2
+    cancelled: float = 0.02
+    fault_rate: float = 1.0
+    """Faults injected per second."""
+    kill_every: float = 60.0
+    restart_after: float = 4.0
+    handover_every: float = 90.0
+    replicas: int = 2
+    processes: bool = True
+    scheduler_delay: float = 0.02
+    extender_delay: float = 0.05
+    jitter: float = 0.05
+    stall_timeout: float = 60.0
+    timeout: float = 3600.0
+    seed: int = 0
+
+    @property
+    def infeasible_pods(self) -> int:
+        return self.infeasible or max(6, self.pods // 500)
+
+
+# ---- the workload ------------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    """One arrival: a single pod, or a gang's members (and its PodGroup)."""
+
+    kind: str
+    at: float
+    pods: list[dict[str, Any]]
+    runtime: float
+    feasible: bool = True
+    group: tuple[str, str] | None = None
+    min_member: int = 0
+    pod_group: dict[str, Any] | None = None
+    cancel_after: float | None = None
+
+
+def _pod(name: str, namespace: str, priority: str, *, gpus: int = 0, memory: int = 0, compute: int = 0,
+         gated: bool = False, labels: Mapping[str, str] | None = None,
+         annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    obj = builders.pod(name, namespace, cpu="100m", priority_class=priority, labels=labels, annotations=annotations,
+                       gates=[ADMISSION_GATE] if gated else ())
+    asks = {GPU: gpus, GPU_MEMORY: memory, GPU_COMPUTE: compute}
+    limits = {name: str(amount) for name, amount in asks.items() if amount}
+    resources = obj["spec"]["containers"][0]["resources"]
+    resources["requests"].update(limits)
+    resources["limits"] = dict(limits)
+    return obj
+
+
+def nodes(spec: SoakSpec) -> list[dict[str, Any]]:
+    """``spec.nodes`` nodes of ``spec.devices`` GPUs; every eighth has its last device unhealthy
+    (it advertises one GPU less)."""
+    out = []
+    for i in range(spec.nodes):
+        unhealthy = [spec.devices - 1] if i % 8 == 7 and spec.devices > 1 else []
+        obj = builders.node(f"gpu-{i:03d}", cpu="256", memory="1Ti")
+        inventory = {"devices": spec.devices, "memoryMiB": spec.device_memory, "unhealthy": unhealthy}
+        obj["metadata"]["annotations"] = {INVENTORY: _json(inventory)}
+        for key in ("capacity", "allocatable"):
+            obj["status"][key][GPU] = str(spec.devices - len(unhealthy))
+        out.append(obj)
+    return out
+
+
+def _json(doc: Any) -> str:
+    import json
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def build_workload(spec: SoakSpec) -> list[Job]:
+    """The seeded jobs, in arrival order (see the module docstring)."""
+    rng = random.Random(spec.seed)
+    kinds = list(spec.mix)
+    weights = [spec.mix[k] / (3.5 if k == "gang" else 1.0) for k in kinds]  # a gang is ~3.5 pods
+    jobs: list[Job] = []
+    t, count, serial = 1.0, 0, 0
+    groups: Counter[str] = Counter()
+
+    def name(kind: str) -> str:
+        nonlocal serial
+        serial += 1
+        return f"{kind}-{serial:05d}"
+
+    while count < spec.pods:
+        kind = rng.choices(kinds, weights)[0]
+        gated = rng.random() < spec.gated
+        runtime = rng.uniform(*spec.runtime)
+        ns = rng.choice(NAMESPACES)
+        if kind == "plain":
+            pods = [_pod(name(kind), ns, rng.choice(("batch", "batch", "normal")), gpus=rng.choice((1, 1, 2)),
+                         gated=gated)]
+        elif kind == "share":
+            pods = [_pod(name(kind), ns, "batch", memory=rng.choice((2048, 4096, 4096, 8192)),
+                         compute=rng.choice((0, 0, 25, 50)), gated=gated)]
+        elif kind == "preemptor":
+            if rng.random() < 0.7:
+                pods = [_pod(name(kind), ns, "urgent", gpus=rng.choice((2, 3, 4)))]
+            else:
+                pods = [_pod(name(kind), ns, "urgent", memory=rng.choice((8192, 12288)))]
+        else:
+            size = rng.choice((2, 3, 4, 4, 5))
+            jobs.append(_gang(rng, spec, groups, ns, size, size + (rng.random() < 0.15), gated, runtime))
+            count += len(jobs[-1].pods)
+            jobs[-1].at = t
+            t += len(jobs[-1].pods) / spec.arrival_rate * rng.expovariate(1.0)
+            continue
+        cancel = rng.uniform(0.1, 2.0) if rng.random() < spec.cancelled else None
+        jobs.append(Job(kind, t, pods, runtime, cancel_after=cancel))
+        count += 1
+        t += rng.expovariate(spec.arrival_rate)
+    jobs.extend(_infeasible(rng, spec, groups, t))
+    return jobs
+
+
+def _gang(rng: random.Random, spec: SoakSpec, groups: Counter[str], ns: str, min_member: int, members: int,
+          gated: bool, runtime: float) -> Job:
+    groups[ns] += 1
+    group = f"group-{groups[ns]:04d}"  # the same names in both namespaces: a group is per namespace
+    with_object = rng.random() < 0.5
+    annotations = {} if with_object else {MIN_MEMBER: str(min_member)}
+    pods = []
+    for m in range(members):
+        share = rng.random() < 0.2
+        pods.append(_pod(f"{group}-{m}", ns, "normal", gpus=0 if share else 1, memory=4096 if share else 0,
+                         gated=gated, labels={GROUP_LABEL: group}, annotations=annotations))
+    pod_group = None
+    if with_object:
+        pod_group = builders.podgroup(group, ns, min_member=min_member)
+        pod_group["spec"]["scheduleTimeoutSeconds"] = 3
+    return Job("gang", 0.0, pods, runtime, group=(ns, group), min_member=min_member, pod_group=pod_group)
+
+
+def _infeasible(rng: random.Random, spec: SoakSpec, groups: Counter[str], t: float) -> list[Job]:
+    """Pods that can never be bound, spread over the run: too large for any node or device, and
+    gangs short of a member (gated ones never leave the gate; the others time out in Permit)."""
+    jobs: list[Job] = []
+    count = 0
+    for i in range(spec.infeasible_pods):
+        at = rng.uniform(1.0, max(1.0, t))
+        ns = rng.choice(NAMESPACES)
+        if i % 3 == 2:
+            job = _gang(rng, spec, groups, ns, 3, 2, gated=i % 2 == 0, runtime=0.0)
+            job.kind, job.at, job.feasible = "infeasible", at, False
+            jobs.append(job)
+            count += 2
+        else:
+            big = {"gpus": spec.devices + 1} if i % 3 == 0 else {"memory": spec.device_memory + 1024}
+            jobs.append(Job("infeasible", at, [_pod(f"infeasible-{i:04d}", ns, "batch", **big)], 0.0, feasible=False))
+            count += 1
+        if count >= spec.infeasible_pods:
+            break
+    return jobs
+
+
+# ---- the result --------------------------------------------------------------------------------
+
+VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "stuck")
+
+
+@dataclass
+class SoakResult:
+    spec: SoakSpec
+    reason: str
+    """Why the run ended: ``all resolved``, ``stalled`` or ``timeout``."""
+    duration: float
+    outcomes: Counter[tuple[str, str]]
+    """(kind, outcome) -> pods."""
+    faults: Counter[str]
+    """Fault kind -> times it hit a request (or was done)."""
+    kills: int
+    kills_mid_bind: int
+    handovers: int
+    restarts: int
+    failovers: int
+    """Changes of the replica serving kube-scheduler's calls."""
+    violations: dict[str, list[str]]
+    groups: Counter[str]
+    """Gang outcomes: ``complete``, ``never started``, ``torn down`` (a member preempted), ``infeasible``."""
+    partial_seconds: list[float]
+    """Per completed group: seconds from its first to its ``minMember``-th Binding."""
+    cycles: int
+    bind_failures: int
+    requests: dict[str, int]
+    """API requests by client (``kube-scheduler``, ``kube-extender``, ``harness``)."""
+    action_errors: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.violations.values())
+
+
+# ---- the run -------------------------------------------------------------------------------------
+
+@dataclass
+class _Group:
+    min_member: int
+    members: list[str]
+    runtime: float
+    feasible: bool
+    pod_group: dict[str, Any] | None
+    existing: set[str] = field(default_factory=set)
+    bound: set[str] = field(default_factory=set)
+    first_bound: float | None = None
+    complete_at: float | None = None
+    torn_down: bool = False
+
+
+class _Soak:
+    def __init__(self, spec: SoakSpec, h: Harness, jobs: list[Job]) -> None:
+        self.spec, self.h, self.jobs = spec, h, jobs
+        self.rng = random.Random(spec.seed + 2)
+        self.kind: dict[str, str] = {}
+        self.runtime: dict[str, float] = {}
+        self.feasible: set[str] = set()
+        self.group_of: dict[str, tuple[str, str]] = {}
+        self.groups: dict[tuple[str, str], _Group] = {}
+        self.ours: set[str] = set()
+        """Pods the soak itself deleted (runtime over, cancelled, group torn down)."""
+        self.cancelled: set[str] = set()
+        self.preempted: set[str] = set()
+        self.gang_violations: list[str] = []
+        self.faults: Counter[str] = Counter()
+        self.rules: list[tuple[str, Any]] = []
+        self.kills = self.kills_mid_bind = self.handovers = self.restarts = self.failovers = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        for job in jobs:
+            for pod in job.pods:
+                key = _key(pod)
+                self.kind[key] = job.kind
+                self.runtime[key] = job.runtime
+                if job.feasible:
+                    self.feasible.add(key)
+                if job.group is not None:
+                    self.group_of[key] = job.group
+            if job.group is not None:
+                self.groups[job.group] = _Group(job.min_member, [_key(p) for p in job.pods], job.runtime,
+                                                job.feasible, job.pod_group)
+
+    # ---- hooks (under the API server's store lock: no writes, only scheduling) -----------------
+
+    def on_bound(self, life: PodLife) -> None:
+        key = life.key
+        if key not in self.kind or life.bound_at is None:
+            return
+        group_key = self.group_of.get(key)
+        if group_key is None:
+            self.h.at(life.bound_at + self.runtime[key], functools.partial(self.delete, key), f"end {key}")
+            return
+        group = self.groups[group_key]
+        with self._lock:
+            group.bound.add(key)
+            if len(group.existing) < group.min_member:
+                self.gang_violations.append(
+                    f"{group_key[0]}/{group_key[1]}: {key} bound at {life.bound_at:.2f}s while only "
+                    f"{len(group.existing)} of minMember {group.min_member} members existed")
+            if group.first_bound is None:
+                group.first_bound = life.bound_at
+            if group.complete_at is None and len(group.bound) >= group.min_member:
+                group.complete_at = life.bound_at
+                self.h.at(life.bound_at + group.runtime, functools.partial(self.tear_down, group_key),
+                          f"end {group_key}")
+
+    def on_commit(self, kind: str, etype: str, obj: Mapping[str, Any], prev: Mapping[str, Any] | None) -> None:
+        if kind != "Pod" or etype == "MODIFIED":
+            return
+        key = _key(obj)
+        group_key = self.group_of.get(key)
+        if etype == "ADDED":
+            if group_key is not None:
+                with self._lock:
+                    self.groups[group_key].existing.add(key)
+            return
+        with self._lock:
+            if group_key is not None:
+                self.groups[group_key].existing.discard(key)
+            if key in self.ours or key not in self.kind:
+                return
+            self.preempted.add(key)
+            if group_key is not None and not self.groups[group_key].torn_down:
+                self.h.after(0.0, functools.partial(self.tear_down, group_key), f"tear down {group_key}")
+
+    # ---- actions ----------------------------------------------------------------------------------
+
+    def create(self, job: Job) -> None:
+        if job.pod_group is not None:
+            self.h.api.create(job.pod_group)
+        for pod in job.pods:
+            self.h.create_pod(pod)
+        if job.cancel_after is not None:
+            key = _key(job.pods[0])
+            self.h.after(job.cancel_after, functools.partial(self.delete, key, cancel=True), f"cancel {key}")
+
+    def delete(self, key: str, cancel: bool = False) -> None:
+        namespace, name = key.split("/", 1)
+        with self._lock:
+            if key in self.preempted or key in self.ours:
+                return
+            self.ours.add(key)
+            if cancel:
+                self.cancelled.add(key)
+        self.h.delete_pod(name, namespace)
+
+    def tear_down(self, group_key: tuple[str, str]) -> None:
+        group = self.groups[group_key]
+        with self._lock:
+            if group.torn_down:
+                return
+            group.torn_down = True
+        for key in group.members:
+            self.delete(key)
+        if group.pod_group is not None:
+            self.h.api.delete("PodGroup", group_key[0], group_key[1])
+
+    # ---- faults -----------------------------------------------------------------------------------
+
+    def inject(self, kind: str) -> None:
+        api = self.h.api
+        extender = lambda r: r.user_agent.startswith("kube-extender")  # noqa: E731
+        rule: Any = None
+        if kind == "binding-500":
+            rule = api.fail_next("POST", BINDING, 500)
+        elif kind == "binding-409":
+            rule = api.fail_next("POST", BINDING, 409, reason="Conflict")
+        elif kind == "binding-reply-lost":
+            rule = api.lose_reply_next("POST", BINDING)
+        elif kind == "binding-504-after-commit":
+            rule = api.lose_reply_next("POST", BINDING, 504)
+        elif kind == "binding-disconnect":
+            rule = api.disconnect_next("POST", BINDING)
+        elif kind == "pod-patch-500":
+            rule = api.fail_next("PATCH", POD, 500)
+        elif kind == "pod-patch-409":
+            rule = api.fail_next("PATCH", POD, 409, reason="Conflict")
+        elif kind == "eviction-500":
+            rule = api.fail_next("POST", r"/pods/[^/]+/eviction$", 500)
+        elif kind == "lease-500":
+            rule = api.fail_next("PUT", r"/leases/", 500)
+        elif kind == "list-500":
+            rule = api.fail_next("GET", r"/pods$", 500, predicate=lambda r: not r.watch and extender(r))
+        elif kind == "watch-drop":
+            api.drop_watches()
+        elif kind == "watch-abort":
+            api.drop_watches(abort=True)
+        elif kind == "compaction-410":
+            api.compact()
+            api.drop_watches()  # they come back from their last resourceVersion: 410, relist
+        elif kind == "latency":
+            rule = api.add_latency(None, r"^/api", self.rng.uniform(0.1, 0.5), count=30)
+        if rule is None:
+            self.faults[kind] += 1
+        else:
+            self.rules.append((kind, rule))
+
+    def faults_hit(self) -> Counter[str]:
+        out = Counter(self.faults)
+        for kind, rule in self.rules:
+            if rule.hits:
+                out[kind] += 1
+        return out
+
+    def chaos(self) -> None:
+        """The fault stream and the replica kills and hand-overs, on their own thread."""
+        spec = self.spec
+        kinds, weights = list(FAULTS), list(FAULTS.values())
+        now = time.monotonic()
+        next_fault = now + self.rng.expovariate(spec.fault_rate) if spec.fault_rate > 0 else math.inf
+        next_kill = now + spec.kill_every if spec.kill_every > 0 else math.inf
+        next_handover = now + spec.handover_every if spec.handover_every > 0 else math.inf
+        while not self._stop.wait(max(0.0, min(next_fault, next_kill, next_handover) - time.monotonic())):
+            now = time.monotonic()
+            try:
+                if now >= next_fault:
+                    self.inject(self.rng.choices(kinds, weights)[0])
+                    next_fault = now + self.rng.expovariate(spec.fault_rate)
+                if now >= next_kill:
+                    self.kill_mid_bind()
+                    next_kill = time.monotonic() + spec.kill_every
+                if now >= next_handover:
+                    self.handover()
+                    next_handover = time.monotonic() + spec.handover_every
+            except Exception as exc:  # noqa: BLE001 - reported with the actions' errors
+                self.errors.append(f"chaos: {type(exc).__name__}: {exc}")
+
+    def _serving(self) -> int | None:
+        leader = self.h.leader()
+        return self.h.replicas.index(leader) if leader is not None else None
+
+    def kill_mid_bind(self) -> None:
+        """SIGKILL the serving replica while one of its Bindings is held at the API server (it
+        is stored after the death), then restart it."""
+        index = self._serving()
+        if index is None:
+            return
+        held = self.h.api.add_latency("POST", BINDING, 0.4, count=1,
+                                      predicate=lambda r: r.user_agent.startswith("kube-extender"))
+        deadline = time.monotonic() + 5.0
+        while held.hits == 0 and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.005)
+        self.h.kill_extender(index)
+        self.kills += 1
+        self.kills_mid_bind += held.hits > 0
+        held.remove()
+        if not self._stop.wait(self.spec.restart_after):
+            self.h.restart_extender(index)
+            self.restarts += 1
+
+    def handover(self) -> None:
+        """Stop the serving replica cleanly (it releases its lease: the other takes over at once)
+        and start it again."""
+        index = self._serving()
+        if index is None or len(self.h.replicas) < 2:
+            return
+        self.h.replicas[index].stop()
+        self.handovers += 1
+        if not self._stop.wait(1.0):
+            self.h.restart_extender(index)
+            self.restarts += 1
+
+    def watch_leader(self) -> None:
+        """Count changes of the replica serving kube-scheduler's calls."""
+        last = None
+        while not self._stop.wait(0.1):
+            assert self.h.service is not None
+            endpoints = self.h.service.endpoints()
+            if endpoints and endpoints[0] != last:
+                if last is not None:
+                    self.failovers += 1
+                last = endpoints[0]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> SoakResult:
+    """Run ``spec`` (see the module docstring); ``progress(line)`` about every 10 seconds."""
+    jobs = build_workload(spec)
+    delay_rng = random.Random(spec.seed + 1)
+
+    def drawn(base: float) -> Callable[[], float]:
+        return lambda: base + delay_rng.uniform(0.0, spec.jitter)
+
+    objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                                     for ns in NAMESPACES]
+    objects += [builders.priority_class(name, value) for name, value in PRIORITIES.items()]
+    objects += nodes(spec)
+    with Harness(objects=objects, extender=EXTENDER_CONFIG, replicas=spec.replicas, processes=spec.processes,
+                 seed=spec.seed, scheduler_delay=drawn(spec.scheduler_delay),
+                 extender_delay=drawn(spec.extender_delay),
+                 scheduler={"pod_max_backoff_seconds": POD_MAX_BACKOFF_SECONDS}) as h:
+        assert h.recorder is not None and h.scheduler is not None
+        soak = _Soak(spec, h, jobs)
+        h.recorder.on_bound.append(soak.on_bound)
+        h.api.on_commit(soak.on_commit)
+        start = h.now()
+        for job in jobs:
+            h.at(start + job.at, functools.partial(soak.create, job), f"create {job.kind}")
+        last_arrival = start + max(job.at for job in jobs)
+        threads = [threading.Thread(target=soak.chaos, name="soak-chaos", daemon=True),
+                   threading.Thread(target=soak.watch_leader, name="soak-leader", daemon=True)]
+        for thread in threads:
+            thread.start()
+        reason = "timeout"
+        last_change, last_resolved, next_report = h.now(), -1, h.now() + 10.0
+        try:
+            while h.now() - start < spec.timeout:
+                lives = h.lives
+                resolved = sum(1 for life in lives if life.key in soak.feasible and life.finished_at is not None)
+                now = h.now()
+                if resolved != last_resolved:
+                    last_change, last_resolved = now, resolved
+                if resolved == len(soak.feasible):
+                    reason = "all resolved"
+                    break
+                if now > last_arrival and now - last_change > spec.stall_timeout:
+                    reason = "stalled"
+                    break
+                if progress is not None and now >= next_report:
+                    next_report = now + 10.0
+                    bound = sum(1 for life in lives if life.bound_at is not None)
+                    progress(f"{now - start:6.0f}s: {len(lives)} created, {bound} bound, {resolved}/"
+                             f"{len(soak.feasible)} feasible resolved, faults {sum(soak.faults_hit().values())}, "
+                             f"kills {soak.kills}, failovers {soak.failovers}, "
+                             f"violations {len(h.violations) + len(h.leaks) + len(soak.gang_violations)}")
+                time.sleep(0.2)
+        finally:
+            soak.stop()
+            for thread in threads:
+                thread.join(timeout=30)
+        duration = h.now() - start
+        h.api.clear_faults()
+        h.set_delays(scheduler=spec.scheduler_delay, extender=spec.extender_delay)  # clear_faults dropped them
+        for index, replica in enumerate(h.replicas):
+            if not replica.ready():
+                h.restart_extender(index)
+        h.wait_until(lambda: h.leader() is not None, 30.0)
+        time.sleep(2.0)  # events recorded by either side reach the API server
+        return _result(spec, h, soak, reason, duration)
+
+
+def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: float) -> SoakResult:
+    assert h.scheduler is not None and h.recorder is not None
+    lives = {life.key: life for life in h.lives}
+    outcomes: Counter[tuple[str, str]] = Counter()
+    for key, kind in soak.kind.items():
+        life = lives.get(key)
+        if life is None:
+            outcome = "not created"
+        elif key in soak.preempted:
+            outcome = "preempted" if life.bound_at is not None else "preempted while binding"
+        elif key in soak.cancelled:
+            outcome = "cancelled"
+        elif life.bound_at is not None:
+            outcome = "bound"
+        elif life.finished_at is not None:
+            outcome = "deleted with its group"
+        else:
+            outcome = "pending"
+        outcomes[(kind, outcome)] += 1
+    violations: dict[str, list[str]] = {kind: [] for kind in VIOLATION_KINDS}
+    violations["capacity"] = [f"{v.time:.2f}s {v.node}: {v.resource} {v.used} > {v.allocatable} ({', '.join(v.pods)})"
+                              for v in h.violations]
+    violations["leak"] = [f"{leak.time:.2f}s {leak.pod}: {', '.join(leak.annotations)} while not bound"
+                          for leak in h.leaks]
+    pods = h.api.list("Pod")
+    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    violations["unexplained"] = _unexplained(h, pending)
+    violations["leak"] += _fits_in_free(h, pending, soak)
+    violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
+                           for key in sorted(soak.feasible) if key in lives and lives[key].finished_at is None]
+    if reason == "timeout":
+        violations["stuck"].insert(0, f"the run timed out after {duration:.0f}s")
+    groups: Counter[str] = Counter()
+    partial: list[float] = []
+    violations["gang"] = list(soak.gang_violations)
+    bound_now = {_key(p) for p in pods if (p.get("spec") or {}).get("nodeName")}
+    for (ns, name), group in soak.groups.items():
+        live_bound = [k for k in group.members if k in bound_now]
+        if not group.torn_down and 0 < len(live_bound) < group.min_member:
+            violations["gang"].append(f"{ns}/{name}: {len(live_bound)} of minMember {group.min_member} bound at the end")
+        if group.first_bound is not None and group.complete_at is None and not any(
+                k in soak.preempted or k in soak.cancelled for k in group.members):
+            violations["gang"].append(f"{ns}/{name}: started ({len(group.bound)} bound) but never reached "
+                                      f"minMember {group.min_member}")
+        if not group.feasible:
+            groups["infeasible"] += 1
+        elif group.complete_at is not None:
+            groups["complete"] += 1
+            assert group.first_bound is not None
+            partial.append(group.complete_at - group.first_bound)
+        elif group.first_bound is None:
+            groups["never started"] += 1
+        else:
+            groups["torn down before complete"] += 1
+    requests: Counter[str] = Counter()
+    for (agent, _, _), n in h.api.request_counts().items():
+        requests[agent.split("/", 1)[0] or "harness"] += n
+    errors = [f"{label}: {type(exc).__name__}: {exc}" for label, exc in h.action_errors] + soak.errors
+    return SoakResult(spec, reason, duration, outcomes, soak.faults_hit(), soak.kills, soak.kills_mid_bind,
+                      soak.handovers, soak.restarts, soak.failovers, violations, groups, sorted(partial),
+                      len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
+
+
+def _unexplained(h: Harness, pending: list[dict[str, Any]]) -> list[str]:
+    """Pending pods with neither a PodScheduled=False condition (other than the API server's
+    SchedulingGated) nor an Event from kube-scheduler or the extender."""
+    explained: set[str] = set()
+    for event in h.api.list("events.events.k8s.io"):
+        controller = str(event.get("reportingController") or "")
+        if controller.startswith(("kube-scheduler", "kube-extender")) and event.get("note"):
+            explained.add(str((event.get("regarding") or {}).get("uid") or ""))
+    out = []
+    for pod in pending:
+        meta = pod["metadata"]
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        said = any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason")
+                   and c.get("reason") != "SchedulingGated" for c in conditions)
+        if not said and meta.get("uid") not in explained:
+            gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or ()]
+            out.append(f"{meta['namespace']}/{meta['name']}: Pending without a reason (gates {gates})")
+    return out
+
+
+def _fits_in_free(h: Harness, pending: list[dict[str, Any]], soak: _Soak) -> list[str]:
+    """Feasible single pods Pending at the end that the free devices of some node (by the API
+    server's objects) would hold: capacity that nobody visible holds."""
+    assert h.recorder is not None and h.recorder.devices is not None
+    out = []
+    for pod in pending:
+        key = _key(pod)
+        if key in soak.feasible and key not in soak.group_of and h.recorder.devices.fits_somewhere(pod):
+            out.append(f"{key}: Pending at the end while a node's devices have room for it")
+    return out
+
+
+__all__ = ["EXTENDER_CONFIG", "FAULTS", "Job", "SoakResult", "SoakSpec", "build_workload", "nodes", "run_soak"]
