@@ -36,12 +36,14 @@ the next matching request, or an action): Bindings answered 500 or 409, Bindings
 lost after they were stored (a disconnect, or 504), Bindings disconnected before they reach the
 store, pod patches (gates, nudges, status) answered 500 or 409, evictions and lease renewals
 answered 500, watches dropped or aborted, event history compacted (watchers get 410 and relist),
-request latency spikes. Every ``kill_every`` seconds the leading replica is SIGKILLed mid-bind (a
-latency rule holds the next extender Binding at the API server, the replica dies while it is in
-flight, and the Binding is stored after its death) and restarted ``restart_after`` seconds later;
-every ``handover_every`` seconds the leader is stopped cleanly (its lease released) and started
-again. Watch deliveries lag per side (the extender's and kube-scheduler's informers see changes
-at different times, each with jitter).
+request latency spikes, and lease partitions (the leader's renewals fail for 3 s: it is deposed
+while alive, fenced by its own renew deadline, and the other replica takes over). Every
+``kill_every`` seconds the leading replica is SIGKILLed mid-bind (a latency rule holds the next
+extender Binding at the API server, the replica dies while it is in flight, and the Binding is
+stored after its death) and restarted ``restart_after`` seconds later; every ``handover_every``
+seconds the leader is stopped cleanly (its lease released) and started again. Watch deliveries
+lag per side (the extender's and kube-scheduler's informers see changes at different times, each
+with jitter).
 
 **Checks** (from the API server's objects and its commit stream only, never the extender's
 view; :class:`SoakResult.violations`):
@@ -59,6 +61,8 @@ view; :class:`SoakResult.violations`):
   the end, every group that was not torn down has 0 or at least ``minMember`` members bound,
   and every group was either never started or reached ``minMember`` bound members. How long a
   group stayed partly bound (first to ``minMember``-th Binding) is a figure, not a check;
+* ``preemption``: every Preempted Event (kube-scheduler's names the preemptor's UID, the
+  extender's refers to it) has a victim of lower priority than its preemptor;
 * ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
   Pending while the cluster is empty means capacity leaked where the API cannot show it.
 """
@@ -114,7 +118,7 @@ POD = r"/api/v1/namespaces/[^/]+/pods/[^/]+(/status)?$"
 FAULTS: dict[str, float] = {
     "binding-500": 3, "binding-409": 2, "binding-reply-lost": 2, "binding-504-after-commit": 1,
     "binding-disconnect": 1, "pod-patch-500": 2, "pod-patch-409": 2, "eviction-500": 1, "lease-500": 1,
-    "list-500": 1, "watch-drop": 2, "watch-abort": 1, "compaction-410": 1, "latency": 1,
+    "list-500": 1, "watch-drop": 2, "watch-abort": 1, "compaction-410": 1, "latency": 1, "lease-partition": 0.3,
 }
 """Fault kinds and their relative weights."""
 
@@ -293,7 +297,7 @@ def _infeasible(rng: random.Random, spec: SoakSpec, groups: Counter[str], t: flo
 
 # ---- the result --------------------------------------------------------------------------------
 
-VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "stuck")
+VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "preemption", "stuck")
 
 
 @dataclass
@@ -487,6 +491,13 @@ class _Soak:
             api.drop_watches()  # they come back from their last resourceVersion: 410, relist
         elif kind == "latency":
             rule = api.add_latency(None, r"^/api", self.rng.uniform(0.1, 0.5), count=30)
+        elif kind == "lease-partition":  # the leader cannot renew for a while: it is deposed, not dead
+            holder = ((api.get("Lease", "kube-system", "kube-extender") or {}).get("spec") or {}).get("holderIdentity")
+            if holder:
+                cut = api.fail_next("PUT", r"/leases/", 500, count=None, predicate=functools.partial(_renewal_by, holder))
+                self.h.after(3.0, cut.remove, "heal the lease partition")
+                self.faults[kind] += 1
+            return
         if rule is None:
             self.faults[kind] += 1
         else:
@@ -570,6 +581,11 @@ class _Soak:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _renewal_by(holder: str, request: Any) -> bool:
+    body = request.body
+    return isinstance(body, dict) and (body.get("spec") or {}).get("holderIdentity") == holder
 
 
 def _key(pod: Mapping[str, Any]) -> str:
@@ -669,7 +685,9 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
                           for leak in h.leaks]
     pods = h.api.list("Pod")
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
-    violations["unexplained"] = _unexplained(h, pending)
+    events = h.api.list("events.events.k8s.io")
+    violations["unexplained"] = _unexplained(events, pending)
+    violations["preemption"] = _preemptions(events, h.lives)
     violations["leak"] += _fits_in_free(h, pending, soak)
     violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
                            for key in sorted(soak.feasible) if key in lives and lives[key].finished_at is None]
@@ -706,11 +724,11 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
                       len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
 
 
-def _unexplained(h: Harness, pending: list[dict[str, Any]]) -> list[str]:
+def _unexplained(events: list[dict[str, Any]], pending: list[dict[str, Any]]) -> list[str]:
     """Pending pods with neither a PodScheduled=False condition (other than the API server's
     SchedulingGated) nor an Event from kube-scheduler or the extender."""
     explained: set[str] = set()
-    for event in h.api.list("events.events.k8s.io"):
+    for event in events:
         controller = str(event.get("reportingController") or "")
         if controller.startswith(("kube-scheduler", "kube-extender")) and event.get("note"):
             explained.add(str((event.get("regarding") or {}).get("uid") or ""))
@@ -723,6 +741,26 @@ def _unexplained(h: Harness, pending: list[dict[str, Any]]) -> list[str]:
         if not said and meta.get("uid") not in explained:
             gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or ()]
             out.append(f"{meta['namespace']}/{meta['name']}: Pending without a reason (gates {gates})")
+    return out
+
+
+def _preemptions(events: list[dict[str, Any]], lives: list[PodLife]) -> list[str]:
+    """Preempted Events whose victim's priority is not below its preemptor's."""
+    priority = {life.uid: (life.key, life.priority) for life in lives}
+    out = []
+    for event in events:
+        if event.get("reason") != "Preempted":
+            continue
+        victim = priority.get(str((event.get("regarding") or {}).get("uid")))
+        by = str((event.get("related") or {}).get("uid") or "")
+        if not by:  # kube-scheduler's: "Preempted by pod <uid> on node <node>"
+            words = str(event.get("note") or "").split()
+            by = words[3] if len(words) > 3 and words[:3] == ["Preempted", "by", "pod"] else ""
+        preemptor = priority.get(by)
+        if victim is None or preemptor is None:
+            out.append(f"a Preempted Event names pods the API server never had: {event.get('note')}")
+        elif victim[1] >= preemptor[1]:
+            out.append(f"{victim[0]} (priority {victim[1]}) preempted by {preemptor[0]} (priority {preemptor[1]})")
     return out
 
 
