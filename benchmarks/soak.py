@@ -33,7 +33,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="600 pods on 8 nodes, a kill every 20 s, a hand-over every 30 s")
     p.add_argument("--pods", type=int, default=10_000)
-    p.add_argument("--nodes", type=int, default=32)
+    p.add_argument("--nodes", type=int, default=SoakSpec.nodes)
     p.add_argument("--arrival-rate", type=float, default=SoakSpec.arrival_rate, help="pods per second")
     p.add_argument("--fault-rate", type=float, default=SoakSpec.fault_rate, help="API faults injected per second")
     p.add_argument("--kill-every", type=float, default=SoakSpec.kill_every, help="seconds between leader kills (0: none)")

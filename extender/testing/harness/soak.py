@@ -70,6 +70,7 @@ view; :class:`SoakResult.violations`):
 from __future__ import annotations
 
 import functools
+import json
 import math
 import random
 import threading
@@ -126,7 +127,7 @@ FAULTS: dict[str, float] = {
 @dataclass(frozen=True)
 class SoakSpec:
     pods: int = 10_000
-    nodes: int = 32
+    nodes: int = 16
     devices: int = 8
     """Per node."""
     device_memory: int = 16_384
@@ -198,16 +199,11 @@ def nodes(spec: SoakSpec) -> list[dict[str, Any]]:
         unhealthy = [spec.devices - 1] if i % 8 == 7 and spec.devices > 1 else []
         obj = builders.node(f"gpu-{i:03d}", cpu="256", memory="1Ti")
         inventory = {"devices": spec.devices, "memoryMiB": spec.device_memory, "unhealthy": unhealthy}
-        obj["metadata"]["annotations"] = {INVENTORY: _json(inventory)}
+        obj["metadata"]["annotations"] = {INVENTORY: json.dumps(inventory, separators=(",", ":"))}
         for key in ("capacity", "allocatable"):
             obj["status"][key][GPU] = str(spec.devices - len(unhealthy))
         out.append(obj)
     return out
-
-
-def _json(doc: Any) -> str:
-    import json
-    return json.dumps(doc, separators=(",", ":"))
 
 
 def build_workload(spec: SoakSpec) -> list[Job]:
@@ -236,7 +232,7 @@ def build_workload(spec: SoakSpec) -> list[Job]:
             pods = [_pod(name(kind), ns, "batch", memory=rng.choice((2048, 4096, 4096, 8192)),
                          compute=rng.choice((0, 0, 25, 50)), gated=gated)]
         elif kind == "preemptor":
-            if rng.random() < 0.7:
+            if rng.random() < 0.5:
                 pods = [_pod(name(kind), ns, "urgent", gpus=rng.choice((2, 3, 4)))]
             else:
                 pods = [_pod(name(kind), ns, "urgent", memory=rng.choice((8192, 12288)))]
@@ -287,8 +283,9 @@ def _infeasible(rng: random.Random, spec: SoakSpec, groups: Counter[str], t: flo
             jobs.append(job)
             count += 2
         else:
-            big = {"gpus": spec.devices + 1} if i % 3 == 0 else {"memory": spec.device_memory + 1024}
-            jobs.append(Job("infeasible", at, [_pod(f"infeasible-{i:04d}", ns, "batch", **big)], 0.0, feasible=False))
+            gpus, memory = (spec.devices + 1, 0) if i % 3 == 0 else (0, spec.device_memory + 1024)
+            jobs.append(Job("infeasible", at, [_pod(f"infeasible-{i:04d}", ns, "batch", gpus=gpus, memory=memory)], 0.0,
+                            feasible=False))
             count += 1
         if count >= spec.infeasible_pods:
             break
