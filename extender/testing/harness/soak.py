@@ -25,8 +25,8 @@ Two replicas with leader election, as ``kube-extender serve --cluster kube`` pro
 * ``infeasible``: pods no node can ever hold (9 GPUs, a share larger than a device) and gangs
   with fewer members than their ``minMember`` (gated or not), which must stay Pending and say why.
 
-A fifth of the pods carry the extender's admission gate; a few are deleted by their "user"
-shortly after creation, whatever state they are in. A bound pod runs for a seeded time and is
+A fifth of the plain, share and gang pods carry the extender's admission gate; a few single pods
+are deleted by their "user" shortly after creation, whatever state they are in. A bound pod runs for a seeded time and is
 deleted; a gang runs from its ``minMember``-th binding and is then deleted whole (members, then
 its PodGroup). A member deleted by someone else (preempted) tears its group down, as a job
 controller would.
@@ -238,7 +238,7 @@ def build_workload(spec: SoakSpec) -> list[Job]:
                 pods = [_pod(name(kind), ns, "urgent", memory=rng.choice((8192, 12288)))]
         else:
             size = rng.choice((2, 3, 4, 4, 5))
-            jobs.append(_gang(rng, spec, groups, ns, size, size + (rng.random() < 0.15), gated, runtime))
+            jobs.append(_gang(rng, groups, ns, size, size + (rng.random() < 0.15), gated, runtime))
             count += len(jobs[-1].pods)
             jobs[-1].at = t
             t += len(jobs[-1].pods) / spec.arrival_rate * rng.expovariate(1.0)
@@ -251,8 +251,8 @@ def build_workload(spec: SoakSpec) -> list[Job]:
     return jobs
 
 
-def _gang(rng: random.Random, spec: SoakSpec, groups: Counter[str], ns: str, min_member: int, members: int,
-          gated: bool, runtime: float) -> Job:
+def _gang(rng: random.Random, groups: Counter[str], ns: str, min_member: int, members: int, gated: bool,
+          runtime: float) -> Job:
     groups[ns] += 1
     group = f"group-{groups[ns]:04d}"  # the same names in both namespaces: a group is per namespace
     with_object = rng.random() < 0.5
@@ -278,7 +278,7 @@ def _infeasible(rng: random.Random, spec: SoakSpec, groups: Counter[str], t: flo
         at = rng.uniform(1.0, max(1.0, t))
         ns = rng.choice(NAMESPACES)
         if i % 3 == 2:
-            job = _gang(rng, spec, groups, ns, 3, 2, gated=i % 2 == 0, runtime=0.0)
+            job = _gang(rng, groups, ns, 3, 2, gated=i % 2 == 0, runtime=0.0)
             job.kind, job.at, job.feasible = "infeasible", at, False
             jobs.append(job)
             count += 2
@@ -315,7 +315,8 @@ class SoakResult:
     """Changes of the replica serving kube-scheduler's calls."""
     violations: dict[str, list[str]]
     groups: Counter[str]
-    """Gang outcomes: ``complete``, ``never started``, ``torn down`` (a member preempted), ``infeasible``."""
+    """Gang outcomes: ``complete``, ``never started``, ``torn down before complete`` (a member
+    preempted or cancelled first), ``infeasible``."""
     partial_seconds: list[float]
     """Per completed group: seconds from its first to its ``minMember``-th Binding."""
     cycles: int
@@ -347,7 +348,7 @@ class _Group:
 
 class _Soak:
     def __init__(self, spec: SoakSpec, h: Harness, jobs: list[Job]) -> None:
-        self.spec, self.h, self.jobs = spec, h, jobs
+        self.spec, self.h = spec, h
         self.rng = random.Random(spec.seed + 2)
         self.kind: dict[str, str] = {}
         self.runtime: dict[str, float] = {}
