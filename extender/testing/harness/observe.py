@@ -57,8 +57,6 @@ class PodLife:
     priority: int
     requests: dict[str, int]
     """Managed resources requested (milli-units)."""
-    labels: dict[str, str] = field(default_factory=dict)
-    """As created."""
     gated: bool = False
     """Created with scheduling gates."""
     ungated_at: float | None = None
@@ -185,8 +183,7 @@ class Recorder:
             life = self._by_uid.get(uid)
             if life is None:
                 life = PodLife(_key(obj), uid, now, int(spec.get("priority") or 0),
-                               pod_requests(obj, self.managed), dict(_meta(obj).get("labels") or {}),
-                               gated=bool(spec.get("schedulingGates")))
+                               pod_requests(obj, self.managed), gated=bool(spec.get("schedulingGates")))
                 self.lives.append(life)
                 self._by_uid[uid] = life
                 self._current[life.key] = life
