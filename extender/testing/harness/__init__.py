@@ -64,7 +64,8 @@ Extender replicas: ``replicas=2`` runs two with leader election (short lease tim
 :meth:`Harness.restart_extender` brings it back.
 
 Workloads built on it: :mod:`.churn` (how long freed capacity waits) and :mod:`.soak` (thousands
-of mixed pods under API faults, kills and failovers, checked from the API server's objects).
+of mixed pods from :mod:`.soak_workload` under API faults, kills and failovers, checked from the
+API server's objects).
 
 Not emulated: kubelets (bound pods stay Pending unless seeded bound, and never finish by
 themselves: delete them, or patch their phase), graceful deletion (unless the API server is
