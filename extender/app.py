@@ -272,21 +272,21 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
         else KubeClient.in_cluster(connections=connections)
     log.info("kubernetes client", extra={"host": client.host, "connections": client.connections})
     metrics = Metrics()
+    gate = config.admission.gate if config.admission.enabled else None
+    source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix, gate), metrics=metrics,
+                        watch_timeout=int(config.kubernetes.watch_timeout))
     le = config.leader_election
     leader = None
     if le.enabled:
         leader = LeaderElector(client, name=le.lease_name, namespace=le.lease_namespace,
                                lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
-                               retry_period=le.retry_period, clock=clock)
+                               retry_period=le.retry_period, clock=clock, caught_up=source.connected)
     events = EventRecorder(client) if config.kubernetes.events else None
     # a deposed leader stops writing renewDeadline after its last renewal and a standby may lead
     # leaseDuration after it: writes give up within that gap, so none lands after a takeover
     writes = KubeClient(client.api_client, timeout=max(1.0, min(client.timeout, le.lease_duration - le.renew_deadline))) \
         if leader is not None else client
     writer = KubeWriter(writes, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
-    gate = config.admission.gate if config.admission.enabled else None
-    source = KubeSource(client, PodFilter(config.managed_names, config.annotation_prefix, gate), metrics=metrics,
-                        watch_timeout=int(config.kubernetes.watch_timeout))
     app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics)
     if leader is not None:
         leader.start()

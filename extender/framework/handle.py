@@ -98,10 +98,10 @@ class ReservationsView(Protocol):
     """Grows whenever slots are placed or go away."""
 
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
-              member: Callable[[PodInfo], bool] = ...) -> None:
-        """Hold one slot per (node, pod) for ``owner``, replacing what it held; expires after
-        ``ttl`` seconds without a claim or consume. Unclaimed slots do not count against the
-        pods ``member`` accepts."""
+              member: Callable[[PodInfo], bool] = ..., extend: bool = ...) -> None:
+        """Hold one slot per (node, pod) for ``owner``, replacing what it held (``extend``: adding
+        to it); expires after ``ttl`` seconds without a claim or consume. Unclaimed slots do not
+        count against the pods ``member`` accepts."""
 
     def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None,
               requests: Mapping[str, int] | None = None) -> str | None:

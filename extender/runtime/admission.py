@@ -25,6 +25,11 @@ pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try
 A pod that PreEnqueue admits but for which no node has room once the holds are counted stays
 gated.
 
+A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
+the plugin's message) whenever its verdict is new or changes, so ``kubectl describe pod`` tells
+a pod waiting for its group's other members from one waiting for room. Repeats of the same
+verdict write nothing.
+
 Queueing hints: a pod a PreEnqueue plugin held is evaluated again only after a cluster event that
 plugin declared (``events_to_register`` / ``queueing_hint``, see ``extender.framework.events``)
 or a change to the pod itself; in between it keeps its verdict (and, under StrictFIFO, its place
@@ -121,7 +126,7 @@ class Admitter:
             if not st.ok:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
-                self._verdicts[pod.uid] = _Verdict(st.plugin or "", reason)
+                self._hold_at_gate(pod, _Verdict(st.plugin or "", reason))
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
@@ -129,7 +134,7 @@ class Admitter:
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason
-                self._verdicts[pod.uid] = _Verdict(NO_ROOM, reason)
+                self._hold_at_gate(pod, _Verdict(NO_ROOM, reason))
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
@@ -153,6 +158,17 @@ class Admitter:
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
+
+    def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
+        """Keep ``verdict`` for the pod and, when it is new, say it on the pod (best effort)."""
+        if self._verdicts.get(pod.uid) == verdict:
+            return
+        self._verdicts[pod.uid] = verdict
+        try:
+            self.engine.handle.writer.record_event(pod.raw, type_="Normal", reason="WaitingForAdmission",
+                                                   message=f"held at scheduling gate {self.gate}: {verdict.reason}")
+        except Exception:  # noqa: BLE001 - events are best effort
+            log.debug("event not recorded", exc_info=True)
 
     def _only_our_gate(self, pod: PodInfo) -> bool:
         gates = (pod.raw.get("spec") or {}).get("schedulingGates") or ()

@@ -85,14 +85,19 @@ class Reservations:
     # ---- writing ----------------------------------------------------------------------------
 
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
-              member: Callable[[PodInfo], bool] = lambda pod: False) -> None:
-        """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before). The
-        pod is the member the slot is planned for (its UID is remembered) and sized like; its
-        placeholder copy gets a slot UID. ``member`` tells the pods the slots are for."""
+              member: Callable[[PodInfo], bool] = lambda pod: False, extend: bool = False) -> None:
+        """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before; with
+        ``extend``, added to what it holds, which then lives ``ttl`` from now). The pod is the
+        member the slot is planned for (its UID is remembered) and sized like; its placeholder
+        copy gets a slot UID. ``member`` tells the pods the slots are for."""
         with self.lock:
-            self._drop(owner)
             now = self.clock.monotonic()
-            res = Reservation(owner, priority, ttl, now, now + ttl, member)
+            res = self._live(owner) if extend else None
+            if res is None:
+                self._drop(owner)
+                res = Reservation(owner, priority, ttl, now, now + ttl, member)
+            else:
+                res.expires = now + ttl
             for node, pod in placements:
                 uid = f"reservation/{owner}/{next(self._ids)}"
                 placeholder = PodInfo(uid, pod.namespace, f"{pod.name} (reserved for {owner})", priority,

@@ -15,7 +15,10 @@ Permit inside the bind call.
   until ``minMember`` members are waiting or bound; then every waiting member is allowed at once.
 * Unreserve: when one member fails or times out, every other waiting member is rejected, the
   reservation is released and the group backs off: all or nothing, no partial group holding
-  resources.
+  resources. A member that fails after Permit let its group go (its Binding failed) cannot take
+  the others back: their Bindings are on their way. Its place is held instead (a slot on its
+  node, planned for it) so kube-scheduler's retry completes the group, rather than the group
+  backing off partly bound while others take the capacity its last member needs.
 
 Size and timeout come from the group's PodGroup object (``spec.minMember``,
 ``spec.scheduleTimeoutSeconds``) when there is one, else from the members' annotation.
@@ -262,10 +265,20 @@ class Gang:
             return
         now = self.handle.clock.monotonic()
         with self._lock:
-            self._backoff_until = {g: t for g, t in self._backoff_until.items() if t > now}
-            self._backoff_until[group] = now + self.args.backoff
-            self._allowed.pop(group, None)
-            self._no_fit.pop(group, None)
+            let_go = pod.uid in self._allowed.get(group, ())
+            if let_go:
+                self._allowed[group].discard(pod.uid)
+            else:
+                self._backoff_until = {g: t for g, t in self._backoff_until.items() if t > now}
+                self._backoff_until[group] = now + self.args.backoff
+                self._allowed.pop(group, None)
+                self._no_fit.pop(group, None)
+        if let_go:  # the rest of the group is being bound: hold this member's place for its retry
+            if pod.requests:
+                self.reservations.place(self._owner(group), pod.priority, [(node_name, pod)],
+                                        self.args.reservation_timeout, member=lambda p: self._group(p) == group,
+                                        extend=True)
+            return
         self.reservations.release(self._owner(group))
         for wp in self.handle.waiting_pods:
             if self._group(wp.pod) == group and wp.pod.uid != pod.uid:

@@ -49,6 +49,22 @@ def test_fail_next_bind(api, core, status, reason):
     assert records[0].body["target"]["name"] == "n1"
 
 
+@pytest.mark.parametrize("status", [0, 504])
+def test_a_lost_reply_comes_after_the_write_was_committed(api, core, status):
+    api.create(b.pod("p"))
+    rule = api.lose_reply_next("POST", BIND_PATH, status)
+    with pytest.raises((ApiException, urllib3.exceptions.HTTPError)) as info:
+        bind(core, "p", "n1")
+    if status:
+        assert info.value.status == 504
+    assert api.get("Pod", "default", "p")["spec"]["nodeName"] == "n1", "the Binding was stored all the same"
+    assert rule.hits == 1
+    [record] = api.requests("POST", BIND_PATH)
+    assert (record.status, record.fault) == (status, ("disconnect" if not status else "fail") + "+committed")
+    api.create(b.pod("q"))
+    assert bind(core, "q", "n1") == 201  # budget of one used up
+
+
 def test_fail_count_predicate_and_composition(api, core):
     for i in range(4):
         api.create(b.pod(f"p{i}"))

@@ -3,6 +3,7 @@ client, replicas that crash and come back."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -14,7 +15,8 @@ from extender import __version__
 from extender.cluster.kube.client import KubeClient
 from extender.framework.handle import WriteError
 from extender.testing.fakeapi import FakeApiServer
-from extender.testing.harness import (ApiClusterView, GPU, Harness, ProcessExtender, Recorder, node, pod,
+from extender.testing.harness import (ApiClusterView, DeviceAccounting, GPU, Harness, ProcessExtender, Recorder,
+                                      node, pod,
                                       scheduler_user_agent)
 
 EXTENDER = f"kube-extender/{__version__}"
@@ -150,6 +152,59 @@ def test_the_capacity_tracker_catches_the_write_that_overfills_a_node() -> None:
             ("default/b", "Succeeded", {GPU: 1000}), ("default/d", "deleted", {GPU: 1000})]
         assert recorder.free() == {"n1": {GPU: -1000}}
         assert not recorder.fits_somewhere({GPU: 1000})
+
+
+DEVICES = DeviceAccounting("kube-extender.io/device-inventory", "kube-extender.io/devices", "example.com/gpu-memory",
+                           "example.com/gpu-compute", GPU)
+
+
+def device_pod(name: str, memory: int = 0, whole: int = 0) -> dict[str, Any]:
+    obj = pod(name, whole)
+    if memory:
+        obj["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu-memory"] = str(memory)
+    return obj
+
+
+def bind_with_devices(api: FakeApiServer, name: str, node_name: str, devices: list[int], memory: int = 0,
+                      whole: bool = False, named: str | None = None) -> None:
+    """Bind as the extender does: the device assignment rides on the Binding."""
+    grant = {"devices": devices, "memoryMiB": memory, "compute": 0, "exclusive": whole}
+    assignment = json.dumps({"node": named or node_name, "containers": {"main": grant}})
+    api.store.bind("default", name, {"metadata": {"name": name, "annotations": {"kube-extender.io/devices": assignment}},
+                                     "target": {"kind": "Node", "name": node_name}})
+
+
+def test_the_capacity_tracker_checks_every_device_from_the_assignments() -> None:
+    recorder = Recorder([GPU, "example.com/gpu-memory"], devices=DEVICES,
+                        ledger_keys=["kube-extender.io/allocation", "kube-extender.io/devices"])
+    with FakeApiServer() as api:
+        api.on_commit(recorder.commit)
+        gpu_node = node("n1", gpus=2)
+        gpu_node["metadata"]["annotations"] = {"kube-extender.io/device-inventory":
+                                               '{"devices": 2, "memoryMiB": 16384, "unhealthy": [1]}'}
+        api.create(gpu_node)
+        for name in ("a", "b"):
+            api.create(device_pod(name, memory=8192))
+            bind_with_devices(api, name, "n1", [0], 8192)
+        assert recorder.violations == [] and recorder.leaks == []
+        cases = [(device_pod("c", memory=1024), dict(devices=[0], memory=1024), "example.com/gpu-memory on device 0"),
+                 (device_pod("d", whole=1), dict(devices=[0], whole=True), "example.com/gpu device 0 held whole and shared"),
+                 (device_pod("e", memory=1024), dict(devices=[1], memory=1024), "device 1 (unhealthy)"),
+                 (device_pod("f", memory=1024), dict(devices=[0], memory=1024, named="n2"), "no device assignment"),
+                 (device_pod("g", memory=4096), dict(devices=[0], memory=1024), "does not cover ask")]
+        for obj, grant, problem in cases:
+            name = obj["metadata"]["name"]
+            api.create(obj)
+            bind_with_devices(api, name, "n1", **grant)  # type: ignore[arg-type]
+            assert any(problem in v.resource for v in recorder.violations), (problem, recorder.violations)
+            api.delete("Pod", "default", name)
+            recorder.violations.clear()
+        api.create(pod("unbound", 1, annotations={"kube-extender.io/allocation": "{}"}))
+        [leak] = recorder.leaks
+        assert (leak.pod, leak.annotations) == ("default/unbound", ["kube-extender.io/allocation"])
+        assert recorder.devices is not None and not recorder.devices.fits_somewhere(device_pod("h", memory=1024))
+        api.delete("Pod", "default", "a")
+        assert recorder.devices.fits_somewhere(device_pod("h", memory=8192))
 
 
 def test_two_replicas_one_serves_and_a_crash_hands_over() -> None:

@@ -203,6 +203,23 @@ def test_binding_failure_is_a_clear_error_and_releases_the_reservation(api: Fake
         ext.stop()
 
 
+@pytest.mark.parametrize("status", [0, 504])
+def test_a_binding_stored_whose_reply_was_lost_is_a_success_and_keeps_its_capacity(api: FakeApiServer,
+                                                                                   status: int) -> None:
+    """Found by the soak: the extender took the lost reply for a failure, released the capacity
+    and gave the device the pod was bound to to the next pod."""
+    api.create(pod("p", 3))
+    api.create(pod("q", 2))
+    ext = Extender(api)
+    try:
+        api.lose_reply_next("POST", r"/pods/p/binding$", status)
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == ""
+        assert ext.used("n1") == 3, "held from the bind on, not from when the watch tells"
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+    finally:
+        ext.stop()
+
+
 def test_bound_elsewhere_is_a_conflict_and_same_node_is_success(api: FakeApiServer) -> None:
     api.create(pod("p", 1))
     api.create(pod("q", 1))
@@ -290,6 +307,28 @@ def test_dropped_and_expired_watches_are_resumed_without_losing_events(api: Fake
         ext.stop()
 
 
+def test_a_watch_that_worked_and_broke_reconnects_at_the_first_backoff_step(api: FakeApiServer) -> None:
+    """Found by the soak: every break counted against the back-off until a watch ended cleanly,
+    so after a few aborted watches over a long run a replica's pod watch stayed away for
+    seconds - and a replica that took over then bound pods onto devices it had not seen given."""
+    ext = Extender(api)
+    steps: list[int] = []
+    backoff = ext.source._backoff
+    ext.source._backoff = lambda kind, failures, exc: (steps.append(failures) if kind == "pod" else None,  # type: ignore[method-assign]
+                                                       backoff(kind, failures, exc))
+    try:
+        for i in range(4):
+            assert api.wait_for_watchers(1, "pods", timeout=10)
+            api.drop_watches("pods", abort=True)
+            wait_for(lambda: len(steps) == i + 1, what="the break noticed")
+        assert api.wait_for_watchers(1, "pods", timeout=10)
+        assert steps == [1, 1, 1, 1]
+        api.create(pod("after-the-breaks", 1))
+        wait_for(lambda: ext.state.cache.pending_pod("default", "after-the-breaks"), what="events flow again")
+    finally:
+        ext.stop()
+
+
 def test_api_errors_while_listing_back_off_and_recover(api: FakeApiServer) -> None:
     api.create(pod("p", 1))
     api.fail_next("GET", r"^/api/v1/pods$", status=500, count=2)
@@ -306,10 +345,11 @@ def test_api_errors_while_listing_back_off_and_recover(api: FakeApiServer) -> No
         source.stop()
 
 
-def elector(api: FakeApiServer, identity: str, **timing: float) -> LeaderElector:
+def elector(api: FakeApiServer, identity: str, caught_up: Callable[[], bool] | None = None,
+            **timing: float) -> LeaderElector:
     t = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.25, **timing}
     return LeaderElector(KubeClient(api.api_client()), name="kube-extender", namespace="default",
-                         identity=identity, **t)  # type: ignore[arg-type]
+                         identity=identity, caught_up=caught_up, **t)  # type: ignore[arg-type]
 
 
 def test_one_leader_failover_within_the_lease_and_the_deposed_never_writes(api: FakeApiServer) -> None:
@@ -345,6 +385,49 @@ def test_one_leader_failover_within_the_lease_and_the_deposed_never_writes(api: 
         b.stop()
         ext_a.stop()
         ext_b.stop()
+
+
+def test_a_term_counts_once_the_view_is_current(api: FakeApiServer) -> None:
+    """Found by the soak: a standby whose pod watch was away took over and bound pods onto GPUs
+    the previous leader had just given (its Bindings were in the part of the stream it missed)."""
+    current = [False]
+    e = elector(api, "e", caught_up=lambda: current[0])
+    assert e.try_acquire_or_renew() and e.term() == 1
+    assert not e.is_leader(), "won, but not leading while a watch is away"
+    current[0] = True
+    assert e.is_leader()
+    current[0] = False
+    assert e.try_acquire_or_renew() and e.is_leader(), "the term stays counted once it was current"
+    e.stop()
+    assert (api.get("Lease", "default", "kube-extender") or {})["spec"]["holderIdentity"] == "", "released"
+
+
+def test_a_standby_whose_watch_is_away_does_not_bind_on_what_it_missed(api: FakeApiServer) -> None:
+    api.create(pod("p", 3))
+    api.create(pod("q", 2))
+    a = elector(api, "a")
+    assert a.try_acquire_or_renew() and a.is_leader()
+    ext_b: list[Extender] = []
+    b = elector(api, "b", caught_up=lambda: ext_b[0].source.connected())
+    ext_a = Extender(api, leader=a)
+    ext_b.append(Extender(api, leader=b))
+    try:
+        away = api.fail_next("GET", r"^/api/v1/pods$", 500, count=None, predicate=lambda r: r.watch)
+        api.drop_watches("pods", abort=True)
+        wait_for(lambda: not ext_b[0].source.connected(), what="b's pod watch away")
+        assert ext_a.engine.bind("default", "p", uid(api, "p"), "n1") == ""  # b does not see it
+        a._stop.set()  # a dies; b takes the lease once it expires
+        wait_for(lambda: b.try_acquire_or_renew(), timeout=6, what="b wins the lease")
+        assert not b.is_leader()
+        assert "not the leader" in ext_b[0].engine.bind("default", "q", uid(api, "q"), "n1")
+        away.remove()
+        wait_for(b.is_leader, timeout=10, what="b leads once its watch is back")
+        wait_for(lambda: ext_b[0].used("n1") == 3, what="b sees p")
+        assert "no longer fits" in ext_b[0].engine.bind("default", "q", uid(api, "q"), "n1")
+        assert api.get("Pod", "default", "q")["spec"].get("nodeName") is None
+    finally:
+        ext_a.stop()
+        ext_b[0].stop()
 
 
 def test_lease_races_have_one_winner(api: FakeApiServer) -> None:

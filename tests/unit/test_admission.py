@@ -177,3 +177,19 @@ def test_capacity_held_for_a_nominated_pod_of_higher_priority_is_not_admitted_to
     assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/low"]
     cluster.delete_pod("default", "nominee")
     assert admitter.run_once().admitted == ["default/low"]
+
+
+def test_a_pod_held_at_the_gate_says_why_once_per_verdict() -> None:
+    """Found by the soak: a gated member of a group short of members stayed Pending with no
+    condition and no Event anywhere - only /debug/queue knew why."""
+    admitter, cluster = setup([gated("big", 4, 100, "2026-01-01T00:00:00Z"),
+                               make_pod("running").uid("r").req(gpu=1).node("n1").obj()])
+    admitter.run_once()
+    admitter.run_once(full=True)  # the same verdict again: nothing new to say
+    [event] = [e for e in cluster.events if e["object"] == "default/big"]
+    assert (event["type"], event["reason"]) == ("Normal", "WaitingForAdmission")
+    assert event["message"].startswith(f"held at scheduling gate {GATE}: ")
+    assert "no node has enough free example.com/gpu" in event["message"]
+    cluster.delete_pod("default", "running")
+    assert admitter.run_once().admitted == ["default/big"]
+    assert len([e for e in cluster.events if e["object"] == "default/big"]) == 1

@@ -141,3 +141,13 @@ def test_claims_prefer_the_slot_planned_for_the_pod_then_one_of_its_size(clock: 
     assert r.claim("g", "u-small") == "n2", "its own planned slot"
     assert r.claim("g", "u-other", requests=pod("other", gpus=1).requests) is None, "no free slot of its size"
     assert r.claim("g", "u-other2", requests=pod("other2", gpus=2).requests) == "n1"
+
+
+def test_extending_adds_slots_to_what_the_owner_holds_and_renews_it(held: Reservations, clock: FakeClock) -> None:
+    clock.advance(4.0)
+    held.place("g", 10, [("n3", pod("m1", 10))], ttl=5.0, extend=True)
+    held.place("g", 10, [("n3", pod("m2", 10))], ttl=5.0, extend=True)
+    clock.advance(4.0)  # past the first placement's expiry, within the extension's
+    assert held.nodes() == {"n1", "n2", "n3"} and len(held.held_on("n3", pod("other", 10))) == 2
+    held.place("g", 10, [("n4", pod("m3", 10))], ttl=5.0)  # without extend: replaces
+    assert held.nodes() == {"n4"}

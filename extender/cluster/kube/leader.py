@@ -12,6 +12,12 @@ carrying the resourceVersion read; 409 means someone else wrote first, so we los
   writing: the writer is fenced by ``is_leader``) before any other candidate may take over.
 * On losing leadership the process keeps following the cluster (its cache stays warm) and goes
   back to candidacy.
+* A term counts only once the process's view is current: with ``caught_up`` (the cluster
+  source's "every watch is open"), ``is_leader()`` stays false after winning until it first
+  holds. The previous leader's last writes happened before the takeover; a watch that is away
+  at that moment (broken, backing off) has not delivered them, and a leader acting on that view
+  would give the same capacity twice. Once caught up, the term stays counted (a later broken
+  watch delays only what others change, never this process's own writes).
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def default_identity() -> str:
 class LeaderElector:
     def __init__(self, client: KubeClient, *, name: str, namespace: str, identity: str | None = None,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
-                 clock: Clock | None = None, on_change: Callable[[bool], None] | None = None) -> None:
+                 clock: Clock | None = None, on_change: Callable[[bool], None] | None = None,
+                 caught_up: Callable[[], bool] | None = None) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration:
             raise ValueError("need 0 < retryPeriod < renewDeadline < leaseDuration")
         self.client = client
@@ -53,6 +60,9 @@ class LeaderElector:
         self.retry_period = retry_period
         self.clock = clock or SystemClock()
         self.on_change = on_change
+        self.caught_up = caught_up
+        self._term_current = False
+        """The view was current at some moment of the term held now."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -69,9 +79,22 @@ class LeaderElector:
 
     # ---- what the rest of the process asks --------------------------------------------------
 
+    def _holds(self) -> bool:
+        """Holding the lease, renewed within the deadline (lock held)."""
+        return self._holding and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+
     def is_leader(self) -> bool:
         with self._lock:
-            return self._holding and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+            holding = self._holds()
+            if not holding or self._term_current:
+                return holding
+            term = self._term
+        if self.caught_up is not None and not self.caught_up():
+            return False
+        with self._lock:
+            if self._term == term:
+                self._term_current = True
+        return True
 
     def term(self) -> int:
         with self._lock:
@@ -91,7 +114,9 @@ class LeaderElector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.retry_period + 5)
-        if release and self.is_leader():
+        with self._lock:
+            holding = self._holds()
+        if release and holding:
             self._release()
         self._notify()
 
@@ -168,6 +193,8 @@ class LeaderElector:
     def _won(self, lease: Any, at: float, term: int) -> bool:
         meta = (lease or {}).get("metadata") or {}
         with self._lock:
+            if not self._holds() or term != self._term:
+                self._term_current = False  # a new term (or one that lapsed): current only once caught up
             self._holding = True
             self._renewed_at = at
             self._term = term
@@ -181,7 +208,7 @@ class LeaderElector:
         with self._lock:
             if not keep:
                 self._holding = False
-            return self._holding and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+            return self._holds()
 
     def _release(self) -> None:
         """Give the lease up on a clean shutdown, so a standby takes over without waiting."""

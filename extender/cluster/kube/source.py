@@ -10,7 +10,12 @@
   resourceVersion; a stream that ends is resumed from the last resourceVersion seen (bookmarks
   included); a 410 Gone (as an answer or an ERROR event) triggers a relist, which also delivers
   the deletions missed meanwhile. Errors back off exponentially (0.5 s doubling to 30 s, with
-  jitter), and every reconnect, relist and skipped object is logged and counted.
+  jitter), and every reconnect, relist and skipped object is logged and counted. A watch that
+  was open counts as a success: one that breaks after it worked reconnects after the first
+  step of the back-off, however many watches broke before.
+* ``connected()`` tells whether every kind is being watched right now (an open stream), which a
+  replica that has just become leader waits for: while a watch is away, writes of the previous
+  leader may be missing from the cache.
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, a CRD) are followed the same way when the cluster
   serves them. A 404 on their list (or watch) means the CRD is not installed (a 403: the extender
   may not read them, see the chart's ``features.gang``): this is logged once at INFO, the objects
@@ -127,6 +132,9 @@ class KubeSource:
         self._lock = threading.Lock()
         self._known: dict[str, dict[str, Any]] = {kind: {} for kind in PATHS}
         self._streams: dict[str, Any] = {}
+        """The open watch stream per kind."""
+        self._opened: dict[str, bool] = {}
+        """Per kind: the current watch attempt got its stream open."""
         self._sink: ClusterEvents | None = None
         self.last_resource_version: dict[str, str] = {}
         self._applied = 0
@@ -152,6 +160,12 @@ class KubeSource:
         for t in self._threads:
             t.join(timeout=5)
 
+    def connected(self) -> bool:
+        """Every kind is listed and watched now (optional kinds the cluster does not serve
+        excepted): the cache misses nothing older than what is in flight on the streams."""
+        with self._lock:
+            return all(kind in self._streams or kind in self.unavailable for kind in PATHS)
+
     def wait_synced(self, timeout: float) -> bool:
         """For tests and benchmarks: block until the initial lists were delivered (optional kinds:
         or found unavailable)."""
@@ -173,6 +187,7 @@ class KubeSource:
         rv = self.last_resource_version.get(kind, "")  # a restarted source resumes where it stopped
         failures = 0
         while not self._stop.is_set():
+            self._opened[kind] = False
             try:
                 if not rv:
                     rv = self._relist(kind)
@@ -181,6 +196,8 @@ class KubeSource:
             except ApiError as exc:
                 if self._stop.is_set():
                     return
+                if self._opened[kind]:
+                    failures = 0  # the watch worked: this break is a first failure
                 if kind in OPTIONAL and exc.status in (403, 404):
                     self._unavailable(kind, exc)
                     rv = ""
@@ -197,6 +214,7 @@ class KubeSource:
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 if self._stop.is_set():
                     return
+                failures = 0 if self._opened[kind] else failures
                 failures += 1
                 self._backoff(kind, failures, exc)
 
@@ -268,6 +286,7 @@ class KubeSource:
         stream = self.client.watch(PATHS[kind], resource_version=rv, timeout_seconds=self.watch_timeout)
         with self._lock:
             self._streams[kind] = stream
+        self._opened[kind] = True
         try:
             for event in iter(stream):
                 if self._stop.is_set():

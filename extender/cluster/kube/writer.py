@@ -4,7 +4,9 @@
   precondition) and the annotations to set (merged into the pod in the same storage update that
   sets ``spec.nodeName``: one write records the allocation and binds). A 409 is looked into:
   already bound to the same node is success (a retried bind whose first reply was lost: the
-  annotations came with it); bound elsewhere or a different UID is a conflict.
+  annotations came with it); bound elsewhere or a different UID is a conflict. So is a Binding
+  that got no answer or a 5xx: the API server may have stored it and lost the reply, and then
+  the pod holds the capacity; only when the pod is not bound there is it a failure.
 * ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
   which the API server treats as a precondition (409 when stale); so is the UID (immutable: a
   re-created pod with the same name rejects the patch).
@@ -53,14 +55,18 @@ class KubeWriter:
         try:
             self.client.post(pod_path(namespace, name, "binding"), body)
         except ApiError as exc:
-            if exc.status == 409:
+            if exc.status == 404:
+                raise WriteError(f"pod {namespace}/{name} not found", conflict=True) from exc
+            # 409: maybe our own earlier Binding; no answer or 5xx: the API server may have stored
+            # this one and lost the reply (a timeout says "the request may have succeeded") -
+            # taking that for a failure would give the capacity away while the pod holds it
+            if exc.status == 409 or exc.status == 0 or exc.status >= 500:
                 current = self._get_pod(namespace, name)
                 if current is not None and (current.get("spec") or {}).get("nodeName") == node \
                         and (current.get("metadata") or {}).get("uid") == uid:
                     return
+            if exc.status == 409:
                 raise WriteError(f"binding conflict: {exc.message}", conflict=True) from exc
-            if exc.status == 404:
-                raise WriteError(f"pod {namespace}/{name} not found", conflict=True) from exc
             raise WriteError(f"binding failed: {exc}") from exc
 
     def _get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -8,7 +8,10 @@ Contract:
       until removed) are answered with a ``Status`` error of HTTP ``status`` — or, with
       ``disconnect=True``, the connection is closed without any response. Rules are checked
       in the order they were added; the first one with budget left answers the request and
-      consumes one unit. A request that a rule failed never reaches the store.
+      consumes one unit. A request that a rule failed never reaches the store — unless the
+      rule is ``after_commit``: then the request is handled (a write is committed) and only
+      its answer is replaced by the error or the disconnect, as when a reply is lost or the
+      API server times out after storage accepted the write.
     * :class:`LatencyRule`: matching requests are delayed by ``seconds`` before being handled
       (all matching latency rules add up). ``count`` limits how many requests are delayed.
     * :class:`WatchDelayRule`: watch events sent to a watch whose request's ``User-Agent``
@@ -49,7 +52,8 @@ class RequestRecord:
     headers: dict[str, str]
     time: float = field(default_factory=time.time)
     status: int | None = None
-    #: which fault answered the request, if any ("fail", "disconnect")
+    #: which fault answered the request, if any ("fail", "disconnect"; "+committed" when the
+    #: request was handled first)
     fault: str | None = None
     #: the client's (host, port): requests with the same peer came over the same connection
     peer: tuple[str, int] | None = None
@@ -150,6 +154,7 @@ class FailureRule(_Rule):
     message: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     disconnect: bool = False
+    after_commit: bool = False
 
 
 @dataclass(eq=False)

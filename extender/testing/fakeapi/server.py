@@ -18,7 +18,8 @@ Contract:
       committed, in order; bookmarks queue behind the held events. A watch that ends (drop,
       stop, timeout) loses the events it still held, as a real dropped connection does.
     * Request processing order: read body -> log :class:`~.faults.RequestRecord` -> injected
-      latency -> injected failure/disconnect -> REST handling. No exception escapes a request
+      latency -> injected failure/disconnect -> REST handling (-> the answer replaced, for a
+      rule of :meth:`FakeApiServer.lose_reply_next`). No exception escapes a request
       thread: unexpected errors become 500 ``InternalError`` Status responses.
 """
 
@@ -153,27 +154,36 @@ class _Handler(BaseHTTPRequestHandler):
         if delay > 0:
             time.sleep(delay)
         rule = fake.faults.take_failure(rec)
-        if rule is not None:
-            if rule.disconnect:
-                rec.status, rec.fault = 0, "disconnect"
-                self._abort()
-                return
-            rec.fault = "fail"
-            err = ApiError(rule.status, rule.reason, rule.message or f"injected fault ({rule.status})",
-                           headers=rule.headers)
-            rec.status = err.code
-            self._send(error_response(err))
+        if rule is not None and not rule.after_commit:
+            self._fail(rule, rec)
             return
         try:
             result = fake.rest.handle(self.command, path, query, headers, body)
         except Exception as exc:  # noqa: BLE001 - the server must never crash on a request
             log.exception("fake apiserver: unhandled error for %s %s", self.command, self.path)
             result = error_response(errors.internal_error(f"{type(exc).__name__}: {exc}"))
+        if rule is not None:  # handled (committed, for a write); only the answer is lost
+            if isinstance(result, WatchStream):
+                fake.store.unwatch(result.watcher)
+            self._fail(rule, rec, committed=True)
+            return
         if isinstance(result, WatchStream):
             self._stream(result, rec)
         else:
             rec.status = result.code
             self._send(result)
+
+    def _fail(self, rule: FailureRule, rec: RequestRecord, committed: bool = False) -> None:
+        """Answer ``rec`` as ``rule`` says: a disconnect, or its Status error."""
+        suffix = "+committed" if committed else ""
+        if rule.disconnect:
+            rec.status, rec.fault = 0, "disconnect" + suffix
+            self._abort()
+            return
+        rec.fault = "fail" + suffix
+        err = ApiError(rule.status, rule.reason, rule.message or f"injected fault ({rule.status})", headers=rule.headers)
+        rec.status = err.code
+        self._send(error_response(err))
 
     def _send(self, resp: Response) -> None:
         try:
@@ -592,6 +602,23 @@ class FakeApiServer:
         import re
 
         return self.faults.add_failure(FailureRule(method, re.compile(path), count, predicate, status=0, disconnect=True))
+
+    def lose_reply_next(
+        self,
+        method: str | None,
+        path: str,
+        status: int = 0,
+        *,
+        count: int | None = 1,
+        predicate: Callable[[RequestRecord], bool] | None = None,
+    ) -> FailureRule:
+        """Handle the next ``count`` matching requests (a write is committed, its watch events
+        sent) and then lose the answer: close the connection (``status=0``) or answer with a
+        ``status`` Status instead (504: kube-apiserver's "the request may have succeeded")."""
+        import re
+
+        return self.faults.add_failure(FailureRule(method, re.compile(path), count, predicate, status=status,
+                                                   disconnect=status == 0, after_commit=True))
 
     def add_latency(
         self,

@@ -50,12 +50,22 @@ milli-units):
 * every release of capacity (:attr:`Harness.releases`): a bound pod deleted or terminal, with
   its node, time and the managed resources it freed;
 * the capacity invariant (:attr:`Harness.violations`): per node, the managed requests of bound,
-  non-terminal pods never exceed allocatable, checked at every write;
+  non-terminal pods never exceed allocatable, checked at every write - and with DeviceShare in
+  a profile, per device, from the nodes' inventories and the pods' device assignments
+  (:mod:`.devices`; a bound pod asking for device resources without an assignment is a
+  violation, so seed running pods with theirs);
+* the ledger invariant (:attr:`Harness.leaks`): no pod that is not bound ever carries the
+  extender's allocation or device assignment annotation;
 * API requests by (User-Agent, verb, resource) (:meth:`Harness.request_counts`).
 
 Extender replicas: ``replicas=2`` runs two with leader election (short lease timings) behind a
 :class:`ServiceTransport` that routes to the ready one; :meth:`Harness.kill_extender` crashes one
-(SIGKILL for processes) and :meth:`Harness.restart_extender` brings it back.
+(SIGKILL for processes; an in-process one stops writing at once) and
+:meth:`Harness.restart_extender` brings it back.
+
+Workloads built on it: :mod:`.churn` (how long freed capacity waits) and :mod:`.soak` (thousands
+of mixed pods from :mod:`.soak_workload` under API faults, kills and failovers, checked from the
+API server's objects).
 
 Not emulated: kubelets (bound pods stay Pending unless seeded bound, and never finish by
 themselves: delete them, or patch their phase), graceful deletion (unless the API server is
@@ -64,17 +74,20 @@ built for it), the controllers that would recreate deleted pods.
 
 from extender.testing.harness.extenders import InProcessExtender, ProcessExtender, ServiceTransport
 from extender.testing.harness.harness import Harness, HarnessError
+from extender.testing.harness.devices import DeviceAccounting
 from extender.testing.harness.objects import ADMISSION_GATE, GPU, node, pod, priority_class
-from extender.testing.harness.observe import PodLife, Recorder, Rejection, Release, Violation
+from extender.testing.harness.observe import Leak, PodLife, Recorder, Rejection, Release, Violation
 from extender.testing.harness.view import ApiClusterView, scheduler_user_agent
 
 __all__ = [
     "ADMISSION_GATE",
     "ApiClusterView",
+    "DeviceAccounting",
     "GPU",
     "Harness",
     "HarnessError",
     "InProcessExtender",
+    "Leak",
     "PodLife",
     "ProcessExtender",
     "Recorder",

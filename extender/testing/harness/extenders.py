@@ -130,6 +130,11 @@ class InProcessExtender:
         self._shutdown(release=True)
 
     def kill(self) -> None:
+        """As a crash: no more writes from this replica (verbs still running in other threads
+        fail theirs, as a dead process's would never be sent), and the lease left to expire."""
+        state = self.state
+        if state is not None:
+            state.writer.may_write = lambda: False
         self._shutdown(release=False)
 
     def ready(self) -> bool:

@@ -17,13 +17,15 @@ from typing import Any, Callable, Iterable, Mapping
 from extender.cli import scheduler_entry
 from extender.cluster.kube.client import KubeClient
 from extender.config.model import ExtenderConfig, parse_config
+from extender.framework import ledger
 from extender.sim.config import ExtenderSpec, SchedulerConfig
 from extender.sim.scheduler import RealClock, RunSummary, Scheduler
 from extender.testing.fakeapi import FakeApiServer
 from extender.testing.fakeapi.codec import clone
+from extender.testing.harness.devices import DeviceAccounting
 from extender.testing.harness.extenders import (CONFIG_HEADER, InProcessExtender, ProcessExtender, Replica,
                                                 ServiceTransport)
-from extender.testing.harness.observe import PodLife, Recorder, Release, Violation
+from extender.testing.harness.observe import Leak, PodLife, Recorder, Release, Violation
 from extender.testing.harness.view import ApiClusterView, scheduler_user_agent
 
 Delay = float | Callable[[], float]
@@ -152,7 +154,10 @@ class Harness:
         within ``sync_timeout``)."""
         self.t0 = time.time()
         config = parse_config({**CONFIG_HEADER, **self.extender_config})
-        self.recorder = Recorder(config.managed_names, self.t0)
+        devices = DeviceAccounting.from_config(config)
+        self.recorder = Recorder(config.managed_names, self.t0, devices=devices,
+                                 ledger_keys=[ledger.key(config.annotation_prefix)]
+                                 + ([devices.assignment] if devices is not None else []))
         self.api.start()
         self.api.on_commit(self.recorder.commit)
         for ns in ("default", "kube-system"):
@@ -319,6 +324,11 @@ class Harness:
     @property
     def violations(self) -> list[Violation]:
         return list(self.recorder.violations) if self.recorder is not None else []
+
+    @property
+    def leaks(self) -> list[Leak]:
+        """Writes that left the extender's ledger annotations on a pod that is not bound."""
+        return list(self.recorder.leaks) if self.recorder is not None else []
 
     def pending(self) -> list[PodLife]:
         """Pods neither bound nor finished, in creation order."""

@@ -12,7 +12,13 @@ milli-units (``extender.framework.resources``: 1 GPU = 1000).
 **Capacity invariant.** Per node, the managed requests of the pods bound to it and not in a
 terminal phase (pods being deleted still count: their containers still run) never exceed the
 node's allocatable. Checked after every committed write that adds usage to a node or changes
-its allocatable; each write that leaves a node over is one :class:`Violation`.
+its allocatable; each write that leaves a node over is one :class:`Violation`. With ``devices``
+(DeviceShare's annotations, :mod:`.devices`) the same holds per device: a resource the devices
+account for and the node does not advertise is checked per device only.
+
+**Ledger invariant.** The annotations a bind writes (``ledger_keys``: the allocation record, the
+device assignment) come with the Binding, in the same write: a pod without ``spec.nodeName``
+that carries one at any instant is one :class:`Leak`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from extender.framework.resources import pod_requests, resource_list
 from extender.sim.scheduler import CycleRecord
+from extender.testing.harness.devices import DeviceAccounting, DeviceLedger
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -83,10 +90,21 @@ class Violation:
     time: float
     node: str
     resource: str
+    """The resource over (``<resource> on device <id>`` for a device), or what is wrong with a
+    device assignment."""
     used: int
     allocatable: int
     pods: list[str]
-    """The pods accounted on the node at that instant."""
+    """The pods accounted on the node at that instant (for a device: those holding it)."""
+
+
+@dataclass
+class Leak:
+    """A write that left ledger annotations on a pod that is not bound."""
+
+    time: float
+    pod: str
+    annotations: list[str]
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -96,6 +114,10 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = _meta(obj)
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (_meta(obj).get("annotations") or {}) if obj is not None else {}
 
 
 def _holds(pod: Mapping[str, Any] | None) -> str:
@@ -108,9 +130,14 @@ def _holds(pod: Mapping[str, Any] | None) -> str:
 class Recorder:
     """See the module docstring. ``managed``: the managed resource names (the extender's)."""
 
-    def __init__(self, managed: Iterable[str], t0: float | None = None) -> None:
+    def __init__(self, managed: Iterable[str], t0: float | None = None, *, devices: DeviceAccounting | None = None,
+                 ledger_keys: Iterable[str] = ()) -> None:
         self.managed = frozenset(managed)
         self.t0 = time.time() if t0 is None else t0
+        self.devices = DeviceLedger(devices) if devices is not None else None
+        self._per_device = devices.resources if devices is not None else frozenset()
+        self.ledger_keys = tuple(ledger_keys)
+        self.leaks: list[Leak] = []
         self._lock = threading.Lock()
         self.lives: list[PodLife] = []
         """Every pod ever created, in creation order."""
@@ -143,7 +170,8 @@ class Recorder:
                 self._allocatable.pop(name, None)
                 return
             alloc = resource_list((obj.get("status") or {}).get("allocatable"), self.managed)
-            if alloc != self._allocatable.get(name):
+            devices_changed = self.devices is not None and self.devices.set_node(name, obj)
+            if alloc != self._allocatable.get(name) or devices_changed:
                 self._allocatable[name] = alloc
                 self._check(name)
 
@@ -175,12 +203,24 @@ class Recorder:
                 if before:
                     freed = self._on_node.get(before, {}).pop(uid, {})
                     self._add(before, freed, -1)
+                    if self.devices is not None:
+                        self.devices.release(before, uid)
                     how = "deleted" if etype == "DELETED" else str((obj.get("status") or {}).get("phase"))
                     self.releases.append(Release(now, life.key, before, dict(freed), how))
                 if after:
                     self._on_node.setdefault(after, {})[uid] = dict(life.requests)
                     self._add(after, life.requests, 1)
+                    if self.devices is not None:
+                        self.devices.hold(after, uid, life.key, obj)
                     self._check(after)
+            elif after and self.devices is not None and _annotations(obj) != _annotations(prev):
+                self.devices.hold(after, uid, life.key, obj)  # a bound pod's assignment changed
+                self._check(after)
+            if etype != "DELETED" and not spec.get("nodeName") and self.ledger_keys:
+                annotations = _annotations(obj)
+                leaked = [k for k in self.ledger_keys if k in annotations]
+                if leaked:
+                    self.leaks.append(Leak(now, life.key, leaked))
             hooks = list(self.on_bound) if bound else []
         for hook in hooks:
             hook(life)
@@ -193,9 +233,15 @@ class Recorder:
     def _check(self, node: str) -> None:
         alloc = self._allocatable.get(node, {})
         for name, used in self._used.get(node, {}).items():
+            if name in self._per_device and name not in alloc:
+                continue  # the node does not advertise it: the devices are checked one by one below
             if used > alloc.get(name, 0):
                 keys = sorted(self._key_of(uid) for uid in self._on_node.get(node, {}))
                 self.violations.append(Violation(self.now(), node, name, used, alloc.get(name, 0), keys))
+        if self.devices is not None:
+            for problem in self.devices.problems(node):
+                self.violations.append(Violation(self.now(), node, problem.what, problem.used, problem.limit,
+                                                 list(problem.pods)))
 
     def _key_of(self, uid: str) -> str:
         life = self._by_uid.get(uid)
