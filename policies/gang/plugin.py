@@ -42,6 +42,9 @@ NAME = "Gang"
 
 Group = tuple[str, str]
 
+SWEEP_SECONDS = 10.0
+"""How often what the plugin keeps per group is checked for groups that are done (``_sweep``)."""
+
 
 class Gang:
     name = NAME
@@ -58,6 +61,7 @@ class Gang:
         """The last failed plan per group and what it was made against (so a member of a group
         that does not fit does not re-plan until something changed)."""
         self._lock = threading.Lock()
+        self._next_sweep = 0.0
 
     # ---- the group ----------------------------------------------------------------------------
 
@@ -90,6 +94,31 @@ class Gang:
         with self._lock:
             until = self._backoff_until.get(group, 0.0)
         return max(0.0, until - self.handle.clock.monotonic())
+
+    def _sweep(self) -> None:
+        """At most every SWEEP_SECONDS, forget what is kept for groups that no longer need it:
+        members Permit let go once the cluster shows them bound or they are gone (a group that
+        completed is not looked at again, so its own Permit never drops them), the failed plan of
+        a group with no member left, back-offs that ended. Without it these grow with every group
+        ever scheduled."""
+        now = self.handle.clock.monotonic()
+        with self._lock:
+            if now < self._next_sweep:
+                return
+            self._next_sweep = now + SWEEP_SECONDS
+            self._backoff_until = {g: t for g, t in self._backoff_until.items() if t > now}
+            before = {g: set(uids) for g, uids in self._allowed.items()}
+            groups = set(before) | set(self._no_fit)
+        for group in groups:
+            members = self._members(group)  # the cache, outside our lock
+            unbound = {m.uid for m in members if not (m.raw.get("spec") or {}).get("nodeName")}
+            with self._lock:
+                if group in self._allowed:  # members allowed since ``before`` was taken stay
+                    self._allowed[group] -= before.get(group, set()) - unbound
+                    if not self._allowed[group]:
+                        del self._allowed[group]
+                if not members:
+                    self._no_fit.pop(group, None)
 
     def _permit_timeout(self, group: Group) -> float:
         spec = self.handle.pod_group(*group)
@@ -132,6 +161,7 @@ class Gang:
         group = self._group(pod)
         if group is None:
             return None, Status(Code.SKIP)
+        self._sweep()
         left = self._backing_off(group)
         if left:
             self.handle.requeue_after(pod, left)  # no cluster event says when the back-off ends
@@ -223,6 +253,7 @@ class Gang:
         """Allow when the members waiting here, those allowed before and those the cluster shows
         bound reach minMember; deny when the group's size is unknown (its PodGroup is gone) or it
         is backing off - never let part of a group go."""
+        self._sweep()
         group = self._group(pod)
         if group is None:
             return Status(), 0.0

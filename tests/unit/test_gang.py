@@ -334,6 +334,37 @@ def test_admission_counts_capacity_reserved_for_a_group_as_taken() -> None:
     assert state.admitter.run_once().admitted == ["default/gated"], "the release is an event the hint sees"
 
 
+# ---- findings of the sustained load (benchmarks/sustained_load.py) ---------------------------------
+
+def gang_plugin(engine: Any) -> Any:
+    return next(p for p in engine.frameworks["default-scheduler"].permit_plugins if p.name == "Gang")
+
+
+def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> None:
+    """What Gang keeps per group (members let go and not yet seen bound, a failed plan) is
+    forgotten once the group is bound or gone: a long-running server schedules groups without
+    end, and each completed group used to stay in memory for good."""
+    solo = make_pod("solo").uid("u-solo").req(gpu=1).obj()
+    state, cluster = gang_state({"n1": 4, "n2": 4}, group_of("a", 3) + group_of("b", 9) + [solo], clock=clock)
+    engine, gang = state.engine, gang_plugin(state.engine)
+    nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(3)}
+    assert not filter_pod(engine, cluster, "b0", NODES).feasible, "group b never fits"
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
+               for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    for i in range(9):
+        cluster.delete_pod("default", f"b{i}")
+    assert gang._allowed and gang._no_fit, "kept while the groups were being decided"
+    clock.advance(11)
+    assert engine.bind("default", "solo", "u-solo", "n1") == ""  # any Permit call looks
+    assert gang._allowed == {} and gang._no_fit == {}
+
+
 @pytest.mark.parametrize("members, size", [
     ([], None),
     ([(("t1", "a"), {})], None),
