@@ -196,6 +196,10 @@ class FastLaneWorker(JsonErrors, GeventWorker):  # type: ignore[misc]
         lane, cfg = self.lane, self.cfg
         listener_name = None
         while True:
+            # let the other connections in between two requests: a client that always has its
+            # next request ready (pipelined, or sent as fast as a load generator sends) never
+            # makes a read wait, and without this held the worker while every other waited
+            gevent.sleep(0)
             end = _await_head(client, buf, idle)
             if end is None:
                 return  # the client closed the connection, or stayed idle too long
