@@ -73,9 +73,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,8 @@ class Http:
 class Stats:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     examples: dict[tuple[str, str], str] = field(default_factory=dict)
+    measuring: bool = False
+    """During the load: the times below are taken only then (not in the ramp or the drain)."""
     member_filter_s: list[float] = field(default_factory=list)
     bind_wait_s: list[float] = field(default_factory=list)
     release_s: list[float] = field(default_factory=list)
@@ -288,7 +291,8 @@ class Load:
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                 st.count("member filter", "transport error", repr(exc))
                 return
-            st.member_filter_s.append(time.monotonic() - t)
+            if st.measuring:
+                st.member_filter_s.append(time.monotonic() - t)
         reply = json.loads(data) if status == 200 else {}
         names = reply.get("NodeNames") or []
         if status != 200 or reply.get("Error") or len(names) != 1:
@@ -315,10 +319,12 @@ class Load:
             st.count("bind", f"HTTP {status}" if status else "transport error", data.decode(errors="replace"))
         elif not group.abandoned:
             st.count("bind", "bound" if error == "" else "unexpected Error", error)
-            st.bind_wait_s.append(done - t)
+            if st.measuring:
+                st.bind_wait_s.append(done - t)
             if group.answered == len(group.members):
                 st.groups_completed += 1
-                st.release_s.append(done - group.last_bind_sent)
+                if st.measuring:
+                    st.release_s.append(done - group.last_bind_sent)
         elif "timed out waiting in Permit" in error:
             st.count("bind", "abandoned: timed out", error)
         elif "did not make it" in error:
@@ -534,6 +540,8 @@ class Result:
     ramp_s: float
     unanswered: int
     final_queue: dict[str, Any]
+    windows: dict[str, tuple[float, float]]
+    """Wall-clock (start, end) of the baseline and of the load, to read the server log by."""
 
 
 async def run_load(a: argparse.Namespace, server: Server, tmp: Path, groups: list[Group], stuck: list[Group],
@@ -542,10 +550,13 @@ async def run_load(a: argparse.Namespace, server: Server, tmp: Path, groups: lis
     rss = {"ready": server_rss(server)}
     loop = asyncio.get_running_loop()
     baseline = None
+    windows = {}
     if a.baseline_seconds:
         print(f"  baseline: filter + prioritize for {a.baseline_seconds:g} s with nothing waiting ...", flush=True)
+        start = time.time()
         baseline = await loop.run_in_executor(None, run_hot_path, server.port, tmp, bodies, a.baseline_seconds,
                                               a.connections, not a.no_wrk)
+        windows["baseline"] = (start, time.time())
     t = time.monotonic()
     sent = await load.ramp(a.group_size)
     print(f"  ramp: {sent} members sent in {len(load.slots)} groups; waiting for the server to hold them ...",
@@ -555,12 +566,16 @@ async def run_load(a: argparse.Namespace, server: Server, tmp: Path, groups: lis
     print(f"  ramp done in {ramp_s:.1f} s: {seen} binds waiting in Permit; {a.seconds:g} s of load ...", flush=True)
     rss["start"] = server_rss(server)
     load.t0 = time.monotonic()
+    load.stats.measuring = True
+    start = time.time()
     stop = asyncio.Event()
     sampler = asyncio.create_task(load.sample(stop))
     streamer = asyncio.create_task(load.stream(a.member_rate, stop, a.abandon_every))
     hot = await loop.run_in_executor(None, run_hot_path, server.port, tmp, bodies, a.seconds, a.connections,
                                      not a.no_wrk)
     stop.set()
+    load.stats.measuring = False
+    windows["load"] = (start, time.time())
     await asyncio.gather(sampler, streamer)
     rss["end"] = server_rss(server)
     print(f"  load done ({hot.client}); drain: completing the groups still filling ...", flush=True)
@@ -568,14 +583,31 @@ async def run_load(a: argparse.Namespace, server: Server, tmp: Path, groups: lis
     final = await load.probe(record=False)
     rss["drained"] = server_rss(server)
     load.http.close()
-    return Result(load.stats, hot, baseline, rss, sent, seen, ramp_s, unanswered, final)
+    return Result(load.stats, hot, baseline, rss, sent, seen, ramp_s, unanswered, final, windows)
+
+
+_REQUEST_LINE = re.compile(r"^ts=(\S+)Z .*? msg=request verb=(\w+) pod=(\S+) .*?duration_ms=([\d.]+)", re.M)
+
+
+def handler_ms(log: str, hot_pod: str, since: float, until: float) -> dict[str, list[float]]:
+    """The server's own time per request (its request log's ``duration_ms``: decode, engine,
+    encode - not the wait for the worker nor the network) between ``since`` and ``until`` (wall
+    clock), by kind: hot filter, hot prioritize, member filter."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for ts, verb, pod, duration in _REQUEST_LINE.findall(log):
+        if verb not in ("filter", "prioritize"):
+            continue
+        at = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+        if since <= at <= until:
+            out[f"{'hot' if pod == hot_pod else 'member'} {verb}"].append(float(duration) / 1000)
+    return out
 
 
 def ms(values: list[float], q: float) -> str:
     return f"{pct(values, q):.2f}" if values else "-"
 
 
-def report(a: argparse.Namespace, r: Result, slots: int, log_errors: list[str]) -> bool:
+def report(a: argparse.Namespace, r: Result, slots: int, log: str, hot_pod: str) -> bool:
     """Print the figures; True when the run had no error."""
     st = r.stats
     ok = True
@@ -623,6 +655,14 @@ def report(a: argparse.Namespace, r: Result, slots: int, log_errors: list[str]) 
                   f"{statistics.median(pr) * 1000:>8.2f} {ms(pr, 99):>7} {max(pr) * 1000:>7.1f} | "
                   f"{statistics.median(pair) * 1000:>8.2f} {ms(pair, 99):>7}")
         print(f"  throughput under load: {2 * len(hot.pairs) / hot.seconds:.0f} requests/s (filter + prioritize)")
+        print("  the server's own time per request (request log duration_ms: not the wait for the worker), ms:")
+        for label in ("baseline", "load"):
+            if label not in r.windows:
+                continue
+            times = handler_ms(log, hot_pod, *r.windows[label])
+            print(f"    {label:<9}" + "; ".join(
+                f"{kind} p50 {statistics.median(v) * 1000:.2f} p99 {ms(v, 99)} (n={len(v)})"
+                for kind, v in sorted(times.items())))
     waits = [w for _, w in st.waiting]
     if waits:
         print(f"Binds waiting (this client's open bind requests, every {SAMPLE_EVERY_S:g} s over the "
@@ -638,14 +678,15 @@ def report(a: argparse.Namespace, r: Result, slots: int, log_errors: list[str]) 
           f"after {r.ramp_s:.1f} s; {st.groups_completed} groups of {a.group_size} completed and bound, "
           f"{st.groups_abandoned} abandoned groups of {ABANDONED_MEMBERS} denied")
     if st.member_filter_s:
-        print(f"  member filter ms: p50 {statistics.median(st.member_filter_s) * 1000:.2f}, "
-              f"p99 {ms(st.member_filter_s, 99)} (asyncio client, n={len(st.member_filter_s)})")
+        print(f"  during the load, member filter ms: p50 {statistics.median(st.member_filter_s) * 1000:.2f}, "
+              f"p99 {ms(st.member_filter_s, 99)} (this asyncio client's round trip, n={len(st.member_filter_s)})")
     if st.bind_wait_s:
-        print(f"  bind answered after (s, members of complete groups): p50 {statistics.median(st.bind_wait_s):.1f}, "
-              f"max {max(st.bind_wait_s):.1f}")
+        print(f"  during the load, a complete group's member bind answered after (s): "
+              f"p50 {statistics.median(st.bind_wait_s):.1f}, max {max(st.bind_wait_s):.1f}")
     if st.release_s:
-        print(f"  group released: last member's bind sent -> every member's bind answered, ms: "
-              f"p50 {statistics.median(st.release_s) * 1000:.0f}, max {max(st.release_s) * 1000:.0f}")
+        print(f"  during the load, a group released: last member's bind sent -> every member's bind answered, "
+              f"ms: p50 {statistics.median(st.release_s) * 1000:.0f}, max {max(st.release_s) * 1000:.0f} "
+              f"({len(st.release_s)} groups)")
     print()
     print("Server RSS (VmRSS, /proc):")
     for when, label in (("ready", "after start-up (idle)"), ("start", "start of the load (binds waiting)"),
@@ -661,6 +702,8 @@ def report(a: argparse.Namespace, r: Result, slots: int, log_errors: list[str]) 
     if r.final_queue.get("waiting") or r.final_queue.get("reserved"):
         ok = False
         print("  ERROR: the server still holds waits or reservations after every bind was answered")
+    log_errors = [line for line in log.splitlines()
+                  if "level=error" in line or "Traceback" in line or "[ERROR]" in line]
     if log_errors:
         ok = False
         print(f"Server log: {len(log_errors)} error lines, e.g. {log_errors[0][:300]}")
@@ -735,6 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  gang stream: {slots} groups filling side by side at {a.member_rate:g} members/s: each fills in "
           f"~{fill_s:.0f} s; Gang permitTimeout {permit_timeout}s, httpTimeout {http_timeout}s", flush=True)
 
+    hot_pod = pending_pod()
     tmp = Path(tempfile.mkdtemp(prefix="kube-extender-load-"))
     server: Server | None = None
     failed = ""
@@ -748,7 +792,6 @@ def main(argv: list[str] | None = None) -> int:
         server.wait_ready(timeout=600)
         print(f"  server ready on 127.0.0.1:{server.port} after {server.ready_after:.1f} s "
               f"({cluster_file.stat().st_size / 1e6:.1f} MB cluster YAML)", flush=True)
-        hot_pod = pending_pod()
         hot_names = random.Random(a.seed + 1).sample(names, min(CANDIDATES, len(names)))
         fbody = args_body(hot_pod, hot_names)
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
@@ -765,8 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-        log_errors = [line for line in (server.log_tail(1 << 26) if server else "").splitlines()
-                      if "level=error" in line or "Traceback" in line or "[ERROR]" in line]
+        log = server.log_tail(1 << 30) if server else ""
         if a.keep:
             print(f"  kept {tmp}")
         else:
@@ -774,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ok = not failed
     if result is not None:
-        ok = report(a, result, slots, log_errors) and ok
+        ok = report(a, result, slots, log, f"{hot_pod['metadata']['namespace']}/{hot_pod['metadata']['name']}") and ok
     if server is not None:
         print(f"Server stopped with SIGTERM: exit code {server.exit_code}")
         ok = ok and server.exit_code == 0
