@@ -182,7 +182,6 @@ class Http:
     def __init__(self, port: int) -> None:
         self.port = port
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-        self.opened = 0
 
     async def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Go-http-client/1.1\r\n"
@@ -194,7 +193,6 @@ class Http:
                 reader, writer = self.idle.pop()
             else:
                 reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 24)
-                self.opened += 1
             try:
                 writer.write(head)
                 answer = await reader.readuntil(b"\r\n\r\n")
@@ -293,7 +291,10 @@ class Load:
                 return
             if st.measuring:
                 st.member_filter_s.append(time.monotonic() - t)
-        reply = json.loads(data) if status == 200 else {}
+        try:
+            reply = json.loads(data) if status == 200 else {}
+        except ValueError:
+            reply = {"Error": "the answer is not JSON"}
         names = reply.get("NodeNames") or []
         if status != 200 or reply.get("Error") or len(names) != 1:
             st.count("member filter", f"HTTP {status}" if status != 200 else
