@@ -166,6 +166,18 @@ def filter_pod(engine: Any, cluster: MemoryCluster, name: str, nodes: list[str])
     return engine.filter(cluster.get_pod("default", name), nodes)
 
 
+def bind_each(engine: Any, nodes: dict[str, str]) -> dict[str, str]:
+    """Bind every pod (name -> node) at once, each in its own thread; their results."""
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
+               for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return results
+
+
 NODES = ["n1", "n2"]
 
 
@@ -193,14 +205,7 @@ def test_group_a_completes_while_group_b_waits_without_holding_anything() -> Non
     engine, cluster = planned({"n1": 4, "n2": 4}, group_of("a", 5) + group_of("b", 5))
     nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(5)}
     assert not filter_pod(engine, cluster, "b0", NODES).feasible
-    results: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
-               for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    assert bind_each(engine, nodes) == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
     assert engine.queue_state()["reserved"] == []
     assert filter_pod(engine, cluster, "b0", NODES).unresolvable["n1"].startswith("pod group b does not fit: 3 of 5")
 
@@ -349,14 +354,7 @@ def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> 
     engine, gang = state.engine, gang_plugin(state.engine)
     nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(3)}
     assert not filter_pod(engine, cluster, "b0", NODES).feasible, "group b never fits"
-    results: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
-               for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    assert bind_each(engine, nodes) == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
     for i in range(9):
         cluster.delete_pod("default", f"b{i}")
     assert gang._allowed and gang._no_fit, "kept while the groups were being decided"
