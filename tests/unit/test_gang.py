@@ -363,6 +363,55 @@ def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> 
     assert gang._allowed == {} and gang._no_fit == {}
 
 
+class HoldInReserve:
+    """A Reserve plugin before Gang that holds a0 between its assume and Gang's Reserve (which
+    consumes its slot) until a1 has been assumed: the interleaving of two concurrent binds
+    (threads: the gthread worker, or the engine driven in process) in which a0 counts on its node
+    twice, as itself and as the slot it still holds."""
+
+    name = "HoldInReserve"
+
+    def __init__(self) -> None:
+        self.a0_assumed = threading.Event()
+        self.a1_assumed = threading.Event()
+
+    def reserve(self, state: Any, pod: Any, node: str) -> Status:
+        if pod.name == "a0":
+            self.a0_assumed.set()
+            self.a1_assumed.wait(5)
+        elif pod.name == "a1":
+            self.a1_assumed.set()
+        return Status()
+
+    def unreserve(self, state: Any, pod: Any, node: str) -> None:
+        pass
+
+
+def test_a_member_between_its_assume_and_its_reserve_is_not_counted_twice() -> None:
+    """Both members fit n1 exactly; a1's bind checks n1 while a0 is assumed there and a0's slot
+    is not consumed yet. a0 used to count twice: a1 was refused ("no longer fits") and the group
+    timed out."""
+    hold = HoldInReserve()
+    registry = Registry()
+    registry.register(PluginSpec(hold.name, lambda args, handle: hold, parse_args=lambda raw: raw))
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2)))
+    config = config_of(extender={"httpTimeout": "2s"},
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]},
+                                              "reserve": {"enabled": [{"name": hold.name}, {"name": "Gang"}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    engine = create_app(config, source=cluster, background=False, registry=registry).extensions["kube_extender"].engine
+    assert [filter_pod(engine, cluster, f"a{i}", ["n1"]).feasible for i in range(2)] == [["n1"], ["n1"]]
+    results: dict[str, str] = {}
+    first = threading.Thread(target=lambda: results.update(a0=engine.bind("default", "a0", "u-a0", "n1")))
+    first.start()
+    assert hold.a0_assumed.wait(5)
+    results["a1"] = engine.bind("default", "a1", "u-a1", "n1")
+    first.join(10)
+    assert results == {"a0": "", "a1": ""}
+    assert bound(cluster) == {"a0", "a1"}
+
+
 @pytest.mark.parametrize("members, size", [
     ([], None),
     ([(("t1", "a"), {})], None),
