@@ -298,9 +298,9 @@ class Gang:
             go = logic.ready(len(waiting) + 1, placed, needed)
             if go:
                 self._allowed[group] = allowed | held
-                self._waiting[group] -= held  # let go: they leave the room
-                if not self._waiting[group]:
-                    del self._waiting[group]
+                left = self._waiting.pop(group, set()) - held  # let go: they leave the room
+                if left:
+                    self._waiting[group] = left
             elif allowed:
                 self._allowed[group] = allowed
             else:
