@@ -166,7 +166,7 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
                                                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
                 client.do_handshake()
             connection = Connection(client, addr, self.wsgi, self._verbs, self._limits, environ, self._answered,
-                                    keepalive=self.cfg.keepalive > 0)
+                                    keepalive=self.cfg.keepalive > 0, turn=gevent.sleep)
             self._connections.add(connection)
             connection.serve()
         except (OSError, gevent.GreenletExit) as exc:  # the client left, TLS failed, or the worker stops

@@ -224,7 +224,8 @@ class Connection:
     """One client connection: requests read, answered and written in order until it closes."""
 
     def __init__(self, sock: Any, addr: Any, app: Callable[..., Any], verbs: Verbs | None, limits: Limits,
-                 environ: dict[str, Any], answered: Recorder, keepalive: bool = True) -> None:
+                 environ: dict[str, Any], answered: Recorder, keepalive: bool = True,
+                 turn: Callable[[], None] = lambda: None) -> None:
         self.sock = sock
         self.addr = addr
         self.app = app
@@ -236,6 +237,11 @@ class Connection:
         self.keepalive = keepalive
         self.idle = True
         """Waiting for a request to begin: the worker may close it when it stops."""
+        self.turn = turn
+        """Called before each request is answered: the worker lets its other connections in. A
+        client that always has its next request ready (pipelined, or sent the moment an answer
+        arrives, as a load generator does) never makes a read wait, so without it one connection
+        was served to its end while every other one waited."""
 
     def serve(self) -> None:
         """Serve until the client leaves, stays idle too long, or a request closes it."""
@@ -269,6 +275,7 @@ class Connection:
                     sock.sendall(_CONTINUE)
                     continued = True
             continued = False
+            self.turn()
             if not self._answer(reader.ready.pop(0)):
                 return
 

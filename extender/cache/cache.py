@@ -35,6 +35,7 @@ thread-safe; ``assume`` checks and assumes atomically.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 from copy import deepcopy
@@ -113,6 +114,10 @@ class ClusterCache:
         self._pods: dict[str, _PodState] = {}
         self._pending: dict[str, PodInfo] = {}
         self._assumed: dict[str, _PodState] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        """Heap of (deadline, uid) of the assumptions whose binding finished, so that expiring
+        them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
+        confirmed, forgotten or given a later deadline meanwhile is dropped when it comes up."""
         self._nominated: dict[str, dict[str, PodInfo]] = {}
         """node -> pending pods nominated to it (status.nominatedNodeName)."""
         self._nominee_node: dict[str, str] = {}
@@ -292,6 +297,8 @@ class ClusterCache:
         new = _PodState(held, assumed=True, binding_finished=True,
                         deadline=self.clock.monotonic() + remaining, ledger=True)
         self._pods[info.uid] = self._assumed[info.uid] = new
+        if self.assumed_ttl > 0:
+            heapq.heappush(self._deadlines, (new.deadline, info.uid))
         self._account(held)
 
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
@@ -386,6 +393,8 @@ class ClusterCache:
             if state is not None and state.assumed:
                 state.binding_finished = True
                 state.deadline = self.clock.monotonic() + self.assumed_ttl
+                if self.assumed_ttl > 0:
+                    heapq.heappush(self._deadlines, (state.deadline, uid))
 
     def forget(self, uid: str) -> bool:
         """Drop an assumption (the binding cycle failed). Returns False if the pod was not assumed
@@ -405,12 +414,15 @@ class ClusterCache:
         now = self.clock.monotonic()
         expired: list[PodInfo] = []
         with self._lock:
-            for uid, state in list(self._assumed.items()):
-                if state.binding_finished and state.deadline <= now:
-                    del self._assumed[uid]
-                    del self._pods[uid]
-                    self._release(state.info)
-                    expired.append(state.info)
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, uid = heapq.heappop(self._deadlines)
+                state = self._assumed.get(uid)
+                if state is None or not state.binding_finished or state.deadline > now:
+                    continue  # confirmed, forgotten, or due later (its own entry comes then)
+                del self._assumed[uid]
+                del self._pods[uid]
+                self._release(state.info)
+                expired.append(state.info)
             self._expired.extend(expired)
             if len(self._expired) > 10_000:  # nobody drains them on a follower: keep the newest
                 del self._expired[:-10_000]

@@ -171,7 +171,7 @@ class Engine:
         per pod."""
         held = [p.bound_to(info.name) for p in self.cache.nominated(info.name)
                 if p.uid != pod.uid and p.priority >= pod.priority]
-        held.extend(self.handle.reservations.held_on(info.name, pod, strict))
+        held.extend(self.handle.reservations.held_on(info.name, pod, strict, info.pods))
         if not held:
             return info
         return info.with_pods(held, next(self._simulated))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterable, Mapping
+from typing import Any, Callable, Collection, Container, Iterable, Mapping
 
 from extender.framework.clock import Clock
 from extender.framework.views import PodInfo
@@ -205,11 +205,14 @@ class Reservations:
             self._expire()
             return set(self._by_node)
 
-    def held_on(self, node: str, pod: PodInfo, strict: bool = False) -> list[PodInfo]:
+    def held_on(self, node: str, pod: PodInfo, strict: bool = False,
+                accounted: Container[str] = ()) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``: slots of live reservations of
         equal or higher priority, except the one ``pod`` claimed or that was planned for it and,
-        if it is a member of the reservation, the unclaimed ones (``strict``: those count too).
-        Lock-free (see the module docstring)."""
+        if it is a member of the reservation, the unclaimed ones (``strict``: those count too);
+        never a slot claimed by a pod in ``accounted`` (the UIDs the node already counts: a
+        member assumed there whose Reserve, which consumes its slot, has not run yet would
+        count twice). Lock-free (see the module docstring)."""
         entries = self._by_node.get(node)
         if not entries:
             return []
@@ -218,6 +221,8 @@ class Reservations:
         for res, slot in entries:
             claimed_by = slot.claimed_by
             if res.priority < pod.priority or res.expires <= now or claimed_by == pod.uid:
+                continue
+            if claimed_by is not None and claimed_by in accounted:
                 continue
             if claimed_by is None and (slot.planned_for == pod.uid or (not strict and res.member(pod))):
                 continue

@@ -32,7 +32,7 @@ from typing import Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
-from extender.framework.handle import Handle, SnapshotView
+from extender.framework.handle import Handle, SnapshotView, WaitingPodView
 from extender.framework.interfaces import PreFilterResult
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
@@ -44,6 +44,9 @@ from policies.gang.args import GangArgs, GangArgsSchema
 NAME = "Gang"
 
 Group = tuple[str, str]
+
+SWEEP_SECONDS = 10.0
+"""How often what the plugin keeps per group is checked for groups that are done (``_sweep``)."""
 
 
 class Gang:
@@ -60,7 +63,12 @@ class Gang:
         self._no_fit: dict[Group, tuple[tuple[object, ...], Status]] = {}
         """The last failed plan per group and what it was made against (so a member of a group
         that does not fit does not re-plan until something changed)."""
+        self._waiting: dict[Group, set[str]] = {}
+        """UIDs of the members each group has in Permit, each registered by its own Permit: a
+        Permit looks at its group's members (checked against the waiting room), not at every pod
+        waiting there - with a thousand binds waiting, that scan was a tenth of the worker's time."""
         self._lock = threading.Lock()
+        self._next_sweep = 0.0
 
     # ---- the group ----------------------------------------------------------------------------
 
@@ -93,6 +101,53 @@ class Gang:
         with self._lock:
             until = self._backoff_until.get(group, 0.0)
         return max(0.0, until - self.handle.clock.monotonic())
+
+    def _sweep(self) -> None:
+        """At most every SWEEP_SECONDS, forget what is kept for groups that no longer need it:
+        members Permit let go once the cluster shows them bound or they are gone (a group that
+        completed is not looked at again, so its own Permit never drops them), the failed plan of
+        a group with no member left, back-offs that ended. Without it these grow with every group
+        ever scheduled."""
+        now = self.handle.clock.monotonic()
+        with self._lock:
+            if now < self._next_sweep:
+                return
+            self._next_sweep = now + SWEEP_SECONDS
+            self._backoff_until = {g: t for g, t in self._backoff_until.items() if t > now}
+            before = {g: set(uids) for g, uids in self._allowed.items()}
+            groups = set(before) | set(self._no_fit)
+            for group in list(self._waiting):
+                self._in_permit(group)
+        for group in groups:
+            members = self._members(group)  # the cache, outside our lock
+            unbound = {m.uid for m in members if not (m.raw.get("spec") or {}).get("nodeName")}
+            with self._lock:
+                if group in self._allowed:  # members allowed since ``before`` was taken stay
+                    self._allowed[group] -= before.get(group, set()) - unbound
+                    if not self._allowed[group]:
+                        del self._allowed[group]
+                if not members:
+                    self._no_fit.pop(group, None)
+
+    def _in_permit(self, group: Group, joining: str = "") -> list[WaitingPodView]:
+        """The members of ``group`` in the waiting room (lock held), after registering
+        ``joining``, which is in the room now; members that left are forgotten. Registering and
+        counting in one step under the lock: of two members arriving together, the later one
+        always sees the earlier."""
+        uids = self._waiting.setdefault(group, set())
+        if joining:
+            uids.add(joining)
+        room = self.handle.waiting_pods
+        found = []
+        for uid in list(uids):
+            wp = room.get(uid)
+            if wp is not None and self._group(wp.pod) == group:
+                found.append(wp)
+            else:
+                uids.discard(uid)
+        if not uids:
+            del self._waiting[group]
+        return found
 
     def _permit_timeout(self, group: Group) -> float:
         spec = self.handle.pod_group(*group)
@@ -135,6 +190,7 @@ class Gang:
         group = self._group(pod)
         if group is None:
             return None, Status(Code.SKIP)
+        self._sweep()
         left = self._backing_off(group)
         if left:
             self.handle.requeue_after(pod, left)  # no cluster event says when the back-off ends
@@ -226,6 +282,7 @@ class Gang:
         """Allow when the members waiting here, those allowed before and those the cluster shows
         bound reach minMember; deny when the group's size is unknown (its PodGroup is gone) or it
         is backing off - never let part of a group go."""
+        self._sweep()
         group = self._group(pod)
         if group is None:
             return Status(), 0.0
@@ -235,15 +292,18 @@ class Gang:
             return self._undefined(group), 0.0
         if self._backing_off(group):
             return Status.unresolvable(f"pod group {group[1]} is backing off after a timeout"), 0.0
-        waiting = [wp for wp in self.handle.waiting_pods if self._group(wp.pod) == group and wp.pod.uid != pod.uid]
-        held = {wp.pod.uid for wp in waiting} | {pod.uid}
         bound = {m.uid for m in members if (m.raw.get("spec") or {}).get("nodeName")}
         with self._lock:
+            waiting = [wp for wp in self._in_permit(group, pod.uid) if wp.pod.uid != pod.uid]
+            held = {wp.pod.uid for wp in waiting} | {pod.uid}
             allowed = self._allowed.get(group, set()) - bound
             placed = len((bound | allowed) - held)
             go = logic.ready(len(waiting) + 1, placed, needed)
             if go:
                 self._allowed[group] = allowed | held
+                left = self._waiting.pop(group, set()) - held  # let go: they leave the room
+                if left:
+                    self._waiting[group] = left
             elif allowed:
                 self._allowed[group] = allowed
             else:
@@ -273,6 +333,7 @@ class Gang:
                 self._backoff_until[group] = now + self.args.backoff
                 self._allowed.pop(group, None)
                 self._no_fit.pop(group, None)
+                waiting = [wp for wp in self._in_permit(group) if wp.pod.uid != pod.uid]
         if let_go:  # the rest of the group is being bound: hold this member's place for its retry
             if pod.requests:
                 self.reservations.place(self._owner(group), pod.priority, [(node_name, pod)],
@@ -280,9 +341,8 @@ class Gang:
                                         extend=True)
             return
         self.reservations.release(self._owner(group))
-        for wp in self.handle.waiting_pods:
-            if self._group(wp.pod) == group and wp.pod.uid != pod.uid:
-                wp.reject(NAME, f"pod group {group[1]}: member {pod.key} did not make it")
+        for wp in waiting:
+            wp.reject(NAME, f"pod group {group[1]}: member {pod.key} did not make it")
 
 
 SPEC = PluginSpec(NAME, Gang, parser(GangArgsSchema), "Coscheduling: all-or-nothing pod groups via Permit in bind.")

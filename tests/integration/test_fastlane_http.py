@@ -10,6 +10,7 @@ import json
 import re
 import signal
 import socket
+import threading
 import time
 from typing import Callable
 
@@ -112,6 +113,34 @@ def test_a_head_that_arrives_in_pieces(serve: Callable[..., Server]) -> None:
             time.sleep(0.001)
         status, _, body = reader.response()
         assert status == 200 and json.loads(body)["NodeNames"] == ["node-a"]
+
+
+def test_a_connection_that_always_has_a_next_request_does_not_hold_the_worker(serve: Callable[..., Server]) -> None:
+    """Between two requests of a connection the worker lets the others in: a client that sends
+    its next request at once (pipelined here; or as fast as a load generator) used to be served
+    to the end while every other connection waited (found by benchmarks/sustained_load.py)."""
+    server = serve(SMOKE)
+    busy, busy_reader = connect(server)
+    other, other_reader = connect(server)
+    total = 1500
+    answered: list[int] = []
+
+    def drain() -> None:  # read the busy connection's answers as they come, so its sends never block
+        for _ in range(total):
+            answered.append(busy_reader.response()[0])
+
+    with busy, other:
+        reading = threading.Thread(target=drain)
+        reading.start()
+        busy.sendall(post(f"{PREFIX}/prioritize", args("p", SMOKE_NODES)) * total)
+        while not answered:
+            time.sleep(0.001)
+        other.sendall(post(f"{PREFIX}/filter", args("p", SMOKE_NODES)))
+        assert other_reader.response()[0] == 200
+        before = len(answered)
+        reading.join(60)
+    assert answered == [200] * total
+    assert before < total // 2, f"the other connection was answered only after {before} of {total} busy requests"
 
 
 def test_connection_close_is_honoured(serve: Callable[..., Server]) -> None:

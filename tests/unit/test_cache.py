@@ -101,6 +101,32 @@ def test_unconfirmed_binding_expires_after_ttl_only_once_finished(cache: Cluster
     assert used(cache, "n1") == 0
 
 
+def test_each_finished_binding_expires_at_its_own_deadline(cache: ClusterCache, clock: FakeClock) -> None:
+    """Expiry follows each pod's own deadline whatever happened in between: a pod still waiting
+    (not finished) never expires, a pod forgotten and assumed again counts from its new finish,
+    a confirmed pod never expires."""
+    start = clock.monotonic()
+    infos = {name: cache.upsert_pod(pending(name, 1)) for name in ("early", "late", "again", "waiting", "confirmed")}
+    for info in infos.values():
+        cache.assume(info, "n1")
+    for name in ("early", "again", "confirmed"):
+        cache.finish_binding(infos[name].uid)
+    clock.advance(10)
+    cache.finish_binding(infos["late"].uid)
+    cache.forget(infos["again"].uid)
+    cache.assume(infos["again"], "n1")
+    cache.finish_binding(infos["again"].uid)
+    confirmed = pending("confirmed", 1)
+    confirmed["spec"]["nodeName"] = "n1"
+    cache.upsert_pod(confirmed)
+    expired = {}
+    for at in (29, 31, 39, 41, 3600):
+        clock.advance(start + at - clock.monotonic())
+        expired[at] = sorted(p.name for p in cache.cleanup_expired())
+    assert expired == {29: [], 31: ["early"], 39: [], 41: ["again", "late"], 3600: []}
+    assert cache.is_assumed(infos["waiting"].uid) and used(cache, "n1") == 2000, "waiting and confirmed"
+
+
 def test_ttl_zero_never_expires(clock: FakeClock) -> None:
     c = ClusterCache([GPU], clock, assumed_ttl=0)
     c.upsert_node(make_node("n1").alloc(gpu=1).obj())

@@ -209,6 +209,18 @@ def filter_pod(engine: Any, cluster: MemoryCluster, name: str, nodes: list[str])
     return engine.filter(cluster.get_pod("default", name), nodes)
 
 
+def bind_each(engine: Any, nodes: dict[str, str]) -> dict[str, str]:
+    """Bind every pod (name -> node) at once, each in its own thread; their results."""
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
+               for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return results
+
+
 NODES = ["n1", "n2"]
 
 
@@ -236,14 +248,7 @@ def test_group_a_completes_while_group_b_waits_without_holding_anything() -> Non
     engine, cluster = planned({"n1": 4, "n2": 4}, group_of("a", 5) + group_of("b", 5))
     nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(5)}
     assert not filter_pod(engine, cluster, "b0", NODES).feasible
-    results: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", nodes[n])))
-               for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert results == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    assert bind_each(engine, nodes) == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
     assert engine.queue_state()["reserved"] == []
     assert filter_pod(engine, cluster, "b0", NODES).unresolvable["n1"].startswith("pod group b does not fit: 3 of 5")
 
@@ -375,6 +380,79 @@ def test_admission_counts_capacity_reserved_for_a_group_as_taken() -> None:
     assert result.admitted == [] and "no node has enough free example.com/gpu" in result.held["default/gated"]
     state.engine.handle.reservations.release("pod-group/default/a")
     assert state.admitter.run_once().admitted == ["default/gated"], "the release is an event the hint sees"
+
+
+# ---- findings of the sustained load (benchmarks/sustained_load.py) ---------------------------------
+
+def gang_plugin(engine: Any) -> Any:
+    return next(p for p in engine.frameworks["default-scheduler"].permit_plugins if p.name == "Gang")
+
+
+def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> None:
+    """What Gang keeps per group (members let go and not yet seen bound, a failed plan) is
+    forgotten once the group is bound or gone: a long-running server schedules groups without
+    end, and each completed group used to stay in memory for good."""
+    solo = make_pod("solo").uid("u-solo").req(gpu=1).obj()
+    state, cluster = gang_state({"n1": 4, "n2": 4}, group_of("a", 3) + group_of("b", 9) + [solo], clock=clock)
+    engine, gang = state.engine, gang_plugin(state.engine)
+    nodes = {f"a{i}": filter_pod(engine, cluster, f"a{i}", NODES).feasible[0] for i in range(3)}
+    assert not filter_pod(engine, cluster, "b0", NODES).feasible, "group b never fits"
+    assert bind_each(engine, nodes) == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
+    for i in range(9):
+        cluster.delete_pod("default", f"b{i}")
+    assert gang._allowed and gang._no_fit, "kept while the groups were being decided"
+    clock.advance(11)
+    assert engine.bind("default", "solo", "u-solo", "n1") == ""  # any Permit call looks
+    assert gang._allowed == {} and gang._no_fit == {}
+
+
+class HoldInReserve:
+    """A Reserve plugin before Gang that holds a0 between its assume and Gang's Reserve (which
+    consumes its slot) until a1 has been assumed: the interleaving of two concurrent binds
+    (threads: the gthread worker, or the engine driven in process) in which a0 counts on its node
+    twice, as itself and as the slot it still holds."""
+
+    name = "HoldInReserve"
+
+    def __init__(self) -> None:
+        self.a0_assumed = threading.Event()
+        self.a1_assumed = threading.Event()
+
+    def reserve(self, state: Any, pod: Any, node: str) -> Status:
+        if pod.name == "a0":
+            self.a0_assumed.set()
+            self.a1_assumed.wait(5)
+        elif pod.name == "a1":
+            self.a1_assumed.set()
+        return Status()
+
+    def unreserve(self, state: Any, pod: Any, node: str) -> None:
+        pass
+
+
+def test_a_member_between_its_assume_and_its_reserve_is_not_counted_twice() -> None:
+    """Both members fit n1 exactly; a1's bind checks n1 while a0 is assumed there and a0's slot
+    is not consumed yet. a0 used to count twice: a1 was refused ("no longer fits") and the group
+    timed out."""
+    hold = HoldInReserve()
+    registry = Registry()
+    registry.register(PluginSpec(hold.name, lambda args, handle: hold, parse_args=lambda raw: raw))
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], group_of("a", 2)))
+    config = config_of(extender={"httpTimeout": "2s"},
+                       profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]},
+                                              "reserve": {"enabled": [{"name": hold.name}, {"name": "Gang"}]}},
+                                  "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    engine = create_app(config, source=cluster, background=False, registry=registry).extensions["kube_extender"].engine
+    assert [filter_pod(engine, cluster, f"a{i}", ["n1"]).feasible for i in range(2)] == [["n1"], ["n1"]]
+    results: dict[str, str] = {}
+    first = threading.Thread(target=lambda: results.update(a0=engine.bind("default", "a0", "u-a0", "n1")))
+    first.start()
+    assert hold.a0_assumed.wait(5)
+    results["a1"] = engine.bind("default", "a1", "u-a1", "n1")
+    first.join(10)
+    assert results == {"a0": "", "a1": ""}
+    assert bound(cluster) == {"a0", "a1"}
 
 
 @pytest.mark.parametrize("members, size", [
