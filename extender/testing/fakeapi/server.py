@@ -43,16 +43,9 @@ from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord, Watc
 from .resources import BUILTIN_TYPES, KNOWN_CRDS, PODS, ResourceType
 from .rest import Response, RestApi, WatchStream, error_response
 from .selector import parse_field_selector, parse_label_selector
-from .store import (
-    ERROR,
-    JSON_PATCH,
-    MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
-    CommitHook,
-    Store,
-    Watcher,
-    encode_event,
-)
+from .objects import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, CommitHook
+from .store import Store
+from .watch import ERROR, encode_event
 
 if TYPE_CHECKING:  # pragma: no cover
     import kubernetes.client
