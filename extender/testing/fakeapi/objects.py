@@ -158,9 +158,6 @@ class ObjectStore(AdmissionView):
         with self._lock:
             return [self._types[k] for k in self._types if k in self._enabled]
 
-    def is_enabled(self, rt: ResourceType) -> bool:
-        return rt.key in self._enabled
-
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         """The enabled type served at ``group/version/plural`` (None when not served)."""
         key = plural if not group else f"{plural}.{group}"
@@ -783,9 +780,6 @@ class ObjectStore(AdmissionView):
     def horizon(self) -> int:
         """Watches/continues from a resourceVersion below this get 410 Expired."""
         return self._horizon
-
-    def history_len(self) -> int:
-        return len(self._history)
 
     def reopen(self) -> None:
         """Accept watches again after :meth:`close` (server restart)."""

@@ -140,7 +140,7 @@ class Store(ObjectStore):
         if not isinstance(meta, Mapping):
             raise errors.bad_request("metadata must be an object")
         if meta.get("name") and meta["name"] != pod_name:
-            raise errors.bad_request(f"name in URL does not match name in Eviction object")
+            raise errors.bad_request("name in URL does not match name in Eviction object")
         if eviction.get("kind") not in (None, "Eviction"):
             raise errors.bad_request(f"the kind in the body ({eviction.get('kind')}) does not match the expected kind (Eviction)")
         options = eviction.get("deleteOptions") or {}
