@@ -55,6 +55,7 @@ from .strategies import (
     check_types,
     format_time,
     now_utc,
+    status_only,
     strategy_for,
     validate_metadata,
 )
@@ -521,7 +522,7 @@ class ObjectStore(AdmissionView):
         if subresource == "status":
             if not rt.status_subresource:
                 raise errors.resource_not_found()
-            new = strategy.status_update(new, old) if admit else self._status_only(new, old)
+            new = strategy.status_update(new, old) if admit else status_only(new, old)
             nmeta = new["metadata"]
         else:
             strategy.default(new)
@@ -556,15 +557,6 @@ class ObjectStore(AdmissionView):
             self._commit_put(rt, new, old)
             return self._commit_delete(rt, self._buckets[rt.key].get(self._ns_key(rt, nmeta), name) or new)
         return self._commit_put(rt, new, old)
-
-    @staticmethod
-    def _status_only(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
-        out = clone(dict(old))
-        if new.get("status") is None:
-            out.pop("status", None)
-        else:
-            out["status"] = clone(new["status"])
-        return out
 
     @staticmethod
     def _ns_key(rt: ResourceType, meta: Mapping[str, Any]) -> str:
