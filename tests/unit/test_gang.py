@@ -400,10 +400,12 @@ def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> 
     assert bind_each(engine, nodes) == dict.fromkeys(nodes, "") and bound(cluster) == set(nodes)
     for i in range(9):
         cluster.delete_pod("default", f"b{i}")
-    assert gang._allowed and gang._no_fit, "kept while the groups were being decided"
+    kept = gang.groups.kept()
+    assert kept.allowed and kept.failed_plans, "kept while the groups were being decided"
     clock.advance(11)
     assert engine.bind("default", "solo", "u-solo", "n1") == ""  # any Permit call looks
-    assert gang._allowed == {} and gang._no_fit == {}
+    kept = gang.groups.kept()
+    assert kept.allowed == {} and kept.failed_plans == frozenset()
 
 
 class HoldInReserve:
