@@ -6,7 +6,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 
@@ -455,16 +454,3 @@ def test_a_member_between_its_assume_and_its_reserve_is_not_counted_twice() -> N
     first.join(10)
     assert results == {"a0": "", "a1": ""}
     assert bound(cluster) == {"a0", "a1"}
-
-
-@pytest.mark.parametrize("members, size", [
-    ([], None),
-    ([(("t1", "a"), {})], None),
-    ([(("t1", "a"), {"k": "0"}), (("t2", "b"), {"k": "x"}), (("t3", "c"), {"k": "-2"})], None),
-    ([(("t2", "b"), {"k": "8"}), (("t1", "a"), {"k": "4"})], 4),   # the oldest that states one, in any order
-    ([(("t1", "a"), {"k": "bad"}), (("t2", "b"), {"k": " 6 "})], 6),
-    ([(("t1", "b"), {"k": "3"}), (("t1", "a"), {"k": "5"})], 5),    # same age: by uid
-])
-def test_min_member_is_stated_by_the_oldest_member(members: list[Any], size: int | None) -> None:
-    from policies.gang import logic
-    assert logic.min_member(members, "k") == size
