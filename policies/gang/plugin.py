@@ -208,9 +208,10 @@ class Gang:
         return Status()
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
-        """Allow when the members waiting here, those allowed before and those the cluster shows
-        bound reach minMember; deny when the group's size is unknown (its PodGroup is gone) or it
-        is backing off - never let part of a group go."""
+        """The manager decides (``GroupManager.permit``): allow this member and let the others
+        waiting go when the group is complete (what its plan still holds is released), else wait
+        (its slots are held as long), or deny when the group's size is unknown (its PodGroup is
+        gone) or it is backing off - never let part of a group go."""
         self._sweep()
         group = self._group(pod)
         if group is None:
@@ -232,8 +233,9 @@ class Gang:
         return Status.wait(f"waiting for pod group {group[1]}: {decision.counted} of {needed}"), timeout
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        """A member failed (timeout, denial, bind error): the whole group stops, releases what it
-        holds and backs off."""
+        """A member failed (timeout, denial, bind error). Before its group was let go, the whole
+        group stops: it releases what it holds, its waiting members are rejected and it backs off.
+        After (its Binding failed), its place is held for kube-scheduler's retry instead."""
         group = self._group(pod)
         if group is None:
             return
