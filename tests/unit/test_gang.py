@@ -6,7 +6,7 @@ planning rules against logic (test_gang_logic.py)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from builders import cluster_objects, make_node, make_pod, make_pod_group
 from conftest import config_of
@@ -71,6 +71,20 @@ def bind_each(engine: Any, nodes: dict[str, str]) -> dict[str, str]:
     return results
 
 
+def bind_meanwhile(engine: Any, first: str, ready: threading.Event, then: str,
+                   meanwhile: Callable[[], None] = lambda: None) -> dict[str, str]:
+    """Bind ``first`` (to n1) in a thread; once ``ready`` is set, run ``meanwhile`` and bind
+    ``then``; both results once both binds returned."""
+    results: dict[str, str] = {}
+    thread = threading.Thread(target=lambda: results.__setitem__(first, engine.bind("default", first, f"u-{first}", "n1")))
+    thread.start()
+    assert ready.wait(5)
+    meanwhile()
+    results[then] = engine.bind("default", then, f"u-{then}", "n1")
+    thread.join(10)
+    return results
+
+
 def bound(cluster: MemoryCluster) -> set[str]:
     return {p["metadata"]["name"] for p in cluster.pods() if p["spec"].get("nodeName")}
 
@@ -113,15 +127,7 @@ def test_a_member_arriving_while_another_is_being_counted_is_not_missed() -> Non
     of concurrent binds in which a member arrives between another's count and its wait."""
     probe = PermitProbe(["m0", "m1"], hold={"m0": "m1"})
     engine, cluster = planned({"n1": 8}, group_of("m", 2), probe=probe, points=AFTER_GANG)
-    results: dict[str, str] = {}
-    first = threading.Thread(target=lambda: results.update(m0=engine.bind("default", "m0", "u-m0", "n1")))
-    first.start()
-    assert probe.through["m0"].wait(5)
-    second = threading.Thread(target=lambda: results.update(m1=engine.bind("default", "m1", "u-m1", "n1")))
-    second.start()
-    first.join(10)
-    second.join(10)
-    assert results == {"m0": "", "m1": ""}
+    assert bind_meanwhile(engine, "m0", probe.through["m0"], "m1") == {"m0": "", "m1": ""}
     assert bound(cluster) == {"m0", "m1"}
 
 
@@ -242,13 +248,7 @@ def test_a_member_between_its_assume_and_its_reserve_is_not_counted_twice() -> N
     engine, cluster = planned({"n1": 2}, group_of("a", 2), probe=hold,
                               points={"reserve": {"enabled": [{"name": hold.name}, {"name": "Gang"}]}})
     assert [filter_pod(engine, cluster, f"a{i}", ["n1"]).feasible for i in range(2)] == [["n1"], ["n1"]]
-    results: dict[str, str] = {}
-    first = threading.Thread(target=lambda: results.update(a0=engine.bind("default", "a0", "u-a0", "n1")))
-    first.start()
-    assert hold.a0_assumed.wait(5)
-    results["a1"] = engine.bind("default", "a1", "u-a1", "n1")
-    first.join(10)
-    assert results == {"a0": "", "a1": ""}
+    assert bind_meanwhile(engine, "a0", hold.a0_assumed, "a1") == {"a0": "", "a1": ""}
     assert bound(cluster) == {"a0", "a1"}
 
 
@@ -286,12 +286,7 @@ def test_a_member_only_assumed_does_not_count_towards_its_group() -> None:
                               points={"reserve": {"enabled": [{"name": probe.name}, {"name": "Gang"}]},
                                       "permit": {"enabled": [{"name": "Gang"}, {"name": probe.name}]}})
     assert [filter_pod(engine, cluster, f"a{i}", ["n1"]).feasible for i in range(2)] == [["n1"], ["n1"]]
-    results: dict[str, str] = {}
-    second = threading.Thread(target=lambda: results.update(a1=engine.bind("default", "a1", "u-a1", "n1")))
-    second.start()
-    assert probe.assumed.wait(5)
-    results["a0"] = engine.bind("default", "a0", "u-a0", "n1")
-    second.join(10)
+    results = bind_meanwhile(engine, "a1", probe.assumed, "a0")
     assert "injected" in results["a1"] and "member default/a1 did not make it" in results["a0"], results
     assert bound(cluster) == set()
 
@@ -356,15 +351,15 @@ def test_the_rest_of_a_groups_slots_are_held_while_its_members_wait_in_permit(cl
     engine, cluster = planned({"n1": 2}, group_of("a", 2) + [other], clock=clock, probe=probe, points=AFTER_GANG,
                               reservationTimeout="1s", permitTimeout="5s")
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
-    results: dict[str, str] = {}
-    first = threading.Thread(target=lambda: results.update(a0=engine.bind("default", "a0", "u-a0", "n1")))
-    first.start()
-    assert probe.through["a0"].wait(5)
-    clock.advance(2)
-    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "a1's slot is still held"
-    results["a1"] = engine.bind("default", "a1", "u-a1", "n1")
-    first.join(10)
-    assert results == {"a0": "", "a1": ""} and bound(cluster) == {"a0", "a1"}
+    others_see: list[list[str]] = []
+
+    def later() -> None:
+        clock.advance(2)
+        others_see.append(filter_pod(engine, cluster, "other", ["n1"]).feasible)
+
+    assert bind_meanwhile(engine, "a0", probe.through["a0"], "a1", later) == {"a0": "", "a1": ""}
+    assert others_see == [[]], "a1's slot was still held"
+    assert bound(cluster) == {"a0", "a1"}
 
 
 def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
