@@ -11,7 +11,8 @@ whether each is bound). It is safe to call from many threads at once (concurrent
 Per group it keeps:
 
 * the members waiting in Permit, each registered by its own Permit (a member's Permit then looks
-  at its group's members, never at every pod in the room);
+  at its group's members, never at every pod in the room: with a thousand binds waiting, that
+  scan was a tenth of a worker's time);
 * the members Permit let go that the cluster does not show bound yet (they count towards the
   group while their Bindings are on their way);
 * the last failed plan and what it was made against (so a group that does not fit is not planned
@@ -27,7 +28,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass, field
-from typing import AbstractSet, Callable, Generic, Hashable, Mapping, TypeVar
+from typing import Callable, Generic, Hashable, Mapping, TypeVar
 
 from extender.framework.status import Status
 from policies.gang import logic

@@ -236,7 +236,7 @@ class Cluster:
 
     members: dict[Group, Members] = field(default_factory=dict)
     asked: list[Group] = field(default_factory=list)
-    during: Callable[[Group], None] = lambda group: None
+    during: Callable[[Group], object] = lambda group: None
 
     def observe(self, group: Group) -> Members:
         self.asked.append(group)
