@@ -103,7 +103,9 @@ class GroupManager(Generic[W]):
         self._lookup = lookup
         self._sweep_every = sweep_every
         self._lock = threading.Lock()
-        self._waiting: dict[Group, set[str]] = {}
+        self._waiting: dict[Group, dict[str, None]] = {}
+        """Members waiting in Permit per group, in the order they arrived (a dict as an ordered
+        set): a group is let go in that order, the same on every run."""
         self._allowed: dict[Group, set[str]] = {}
         self._failed: dict[Group, tuple[Hashable, Status]] = {}
         self._backoff_until: dict[Group, float] = {}
@@ -156,7 +158,8 @@ class GroupManager(Generic[W]):
             placed = len((bound | allowed) - held)
             if logic.ready(len(waiting) + 1, placed, needed):
                 self._allowed[group] = allowed | held
-                left = self._waiting.pop(group, set()) - held  # let go: they leave the waiting ones
+                # let go: they leave the waiting ones
+                left = {u: None for u in self._waiting.pop(group, {}) if u not in held}
                 if left:
                     self._waiting[group] = left
                 return PermitDecision(Verdict.ALLOW, others=tuple(w for _, w in waiting))
@@ -189,16 +192,16 @@ class GroupManager(Generic[W]):
     def _in_permit(self, group: Group, joining: str = "") -> list[tuple[str, W]]:
         """The members of ``group`` in the waiting room (lock held), after registering
         ``joining``; members that left the room are forgotten."""
-        uids = self._waiting.setdefault(group, set())
+        uids = self._waiting.setdefault(group, {})
         if joining:
-            uids.add(joining)
+            uids[joining] = None
         found = []
         for uid in list(uids):
             entry = self._lookup(group, uid)
             if entry is not None:
                 found.append((uid, entry))
             else:
-                uids.discard(uid)
+                del uids[uid]
         if not uids:
             del self._waiting[group]
         return found
