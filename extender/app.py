@@ -26,13 +26,15 @@ from extender.config.model import ConfigError, ExtenderConfig, default_config
 from extender.framework.clock import Clock, SystemClock
 from extender.framework.handle import ClusterWriter
 from extender.metrics import Metrics
-from extender.runtime.admission import Admitter
-from extender.runtime.requeue import Nudger
+from extender.queue.admission import Admitter
+from extender.queue.nudger import Nudger
+from extender.queue.queue import SchedulingQueue
 from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
 from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
+from extender.runtime.profiles import Profiles
 from extender.runtime.registry import Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_specs
@@ -62,13 +64,14 @@ class ExtenderState:
     config: ExtenderConfig
     engine: Engine
     cache: ClusterCache
+    queue: SchedulingQueue
     metrics: Metrics
     source: ClusterSource
     writer: ClusterWriter
     leader: Leadership | None = None
     stop: threading.Event | None = None
-    admitter: Any = None
-    nudger: Any = None
+    admitter: Admitter | None = None
+    nudger: Nudger | None = None
 
 
 def _freeze_heap() -> None:
@@ -124,8 +127,11 @@ def build_frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Reg
 
 def _handle(config: ExtenderConfig, cache: ClusterCache, writer: ClusterWriter, clock: Clock,
             leader: Leadership | None) -> EngineHandle:
+    """The handle plugins are built with: the queue over ``cache`` and empty profiles, which
+    ``create_app`` fills once the plugins are built."""
     return EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names, config.annotation_prefix,
-                        config.extender.http_timeout, term=leader.term if leader is not None else (lambda: 0))
+                        config.extender.http_timeout, term=leader.term if leader is not None else (lambda: 0),
+                        queue=SchedulingQueue(cache, clock))
 
 
 def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -> list[tuple[str, str]]:
@@ -178,8 +184,9 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = _handle(config, cache, writer, clock, leader)
     frameworks = build_frameworks(config, handle, registry, metrics)
-    engine = Engine(handle, frameworks, default_profile=config.profiles[0].scheduler_name, metrics=metrics,
-                    explain=ExplainLog())
+    handle.profiles.install(frameworks, config.profiles[0].scheduler_name)
+    engine = Engine(handle, handle.profiles, metrics=metrics, explain=ExplainLog())
+    queue = handle.queue
     metrics.watch_cache(cache.sizes)
 
     app = Flask("kube-extender")
@@ -199,17 +206,20 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     register(app, engine, metrics, ApiSettings(config.server.path_prefix, config.verbs(), ready, lambda: summary,
                                                serving=leading))
     stop = threading.Event()
-    app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer, leader, stop)
+    app.extensions["kube_extender"] = ExtenderState(config, engine, cache, queue, metrics, source, writer, leader,
+                                                    stop)
     cache.on_synced(_freeze_heap)
     source.start(cache)
     if config.admission.enabled:
-        admitter = Admitter(engine, config.admission.gate, config.admission.strategy, config.admission.hold_timeout)
+        admitter = Admitter(queue, handle.profiles, engine.placement, writer, config.admission.gate,
+                            config.admission.strategy, config.admission.hold_timeout, metrics=metrics)
         app.extensions["kube_extender"].admitter = admitter
         if background:
             threading.Thread(target=admitter.run_forever,
                              args=(config.admission.interval, leading, config.admission.resync),
                              name="admission", daemon=True).start()
-    nudger = Nudger(engine, config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge)
+    nudger = Nudger(queue, handle.profiles, engine.placement, writer, config.annotation_prefix, config.requeue.qps,
+                    config.requeue.min_interval, on_events=config.requeue.nudge, metrics=metrics)
     app.extensions["kube_extender"].nudger = nudger
     if background:
         threading.Thread(target=nudger.run_forever, args=(leading,), name="nudger", daemon=True).start()

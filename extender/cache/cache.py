@@ -118,9 +118,6 @@ class ClusterCache:
         """Heap of (deadline, uid) of the assumptions whose binding finished, so that expiring
         them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
         confirmed, forgotten or given a later deadline meanwhile is dropped when it comes up."""
-        self._nominated: dict[str, dict[str, PodInfo]] = {}
-        """node -> pending pods nominated to it (status.nominatedNodeName)."""
-        self._nominee_node: dict[str, str] = {}
         self._budgets: dict[str, Budget] = {}
         self._pod_groups: dict[str, _PodGroupEntry] = {}
         self._generation = 0
@@ -135,6 +132,10 @@ class ClusterCache:
         other paths (an assumption dropped) are checked and dropped when read."""
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
+        self._pod_listeners: list[Callable[[str, PodInfo | None], None]] = []
+        self._outbox: deque[tuple[str, PodInfo | None]] = deque()
+        """Pod changes not delivered to ``_pod_listeners`` yet, in the order the lock saw them."""
+        self._delivering = threading.Lock()
 
     # ---- sync state -------------------------------------------------------------------------
 
@@ -155,6 +156,37 @@ class ClusterCache:
     @property
     def synced(self) -> bool:
         return self._synced.is_set()
+
+    # ---- change fan-out ---------------------------------------------------------------------
+
+    def on_pod_change(self, listener: Callable[[str, PodInfo | None], None]) -> None:
+        """Call ``listener(uid, pod)`` after every pod event from the cluster (``upsert_pod``:
+        the pod as received; ``remove_pod``: None), outside the cache lock - so a listener may
+        call back into the cache - in the order the cache applied the events, one at a time, and
+        before the ``upsert_pod``/``remove_pod`` call that applied it returns. Register before
+        the source starts: earlier events are not replayed."""
+        self._pod_listeners.append(listener)
+
+    def _announce(self, uid: str, pod: PodInfo | None) -> None:
+        """Queue a pod change for the listeners (lock held)."""
+        if self._pod_listeners:
+            self._outbox.append((uid, pod))
+
+    def _deliver(self) -> None:
+        """Hand the queued pod changes to the listeners (lock NOT held). Whoever holds
+        ``_delivering`` drains the outbox, so events reach listeners in order even when several
+        threads apply them; taking it unconditionally means an event queued by this thread has
+        been delivered when this returns, whoever drained it."""
+        if not self._pod_listeners:
+            return
+        with self._delivering:
+            while self._outbox:
+                uid, pod = self._outbox.popleft()
+                for listener in self._pod_listeners:
+                    try:
+                        listener(uid, pod)
+                    except Exception:  # noqa: BLE001 - one listener's bug must not stop the watch
+                        log.exception("pod change listener failed", extra={"uid": uid})
 
     # ---- nodes ------------------------------------------------------------------------------
 
@@ -241,6 +273,8 @@ class ClusterCache:
             self._reindex(info.uid, info.namespace, info.key, [*before, info.labels])
             if displaced is not None and displaced.uid != info.uid:
                 self._reindex(displaced.uid, displaced.namespace, displaced.key, [displaced.labels])
+            self._announce(info.uid, info)
+        self._deliver()
         return info
 
     def _apply_pod(self, info: PodInfo) -> None:
@@ -250,7 +284,6 @@ class ClusterCache:
         known = state is not None or (pending is not None and pending.uid == info.uid)
         self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
         if info.terminal:
-            self._unnominate(info.uid)
             if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]
             if state is not None:
@@ -258,13 +291,8 @@ class ClusterCache:
                 self._assumed.pop(info.uid, None)
                 self._release(state.info)
             return
-        held_on = self._unnominate(info.uid, keep=info.nominated_node_name if not info.node_name
-                                   and not info.deleting else "")
         if not info.node_name:
             self._pending[info.key] = info
-            if held_on:
-                self._nominated.setdefault(held_on, {})[info.uid] = info
-                self._nominee_node[info.uid] = held_on
             if state is None or state.ledger:
                 self._follow_ledger(info, state)
             return
@@ -318,7 +346,6 @@ class ClusterCache:
                 gone.append(pending)
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
-            self._unnominate(uid)
             if state is not None:
                 self._release(state.info)
                 gone.append(state.info)
@@ -328,30 +355,8 @@ class ClusterCache:
                     if isinstance(labels, Mapping):  # the deleted object's own labels
                         seen.append(labels)
                     self._reindex(u, namespace, key, seen)
-
-    def _unnominate(self, uid: str, keep: str = "") -> str:
-        """Drop the pod's nomination (lock held) and return ``keep``, the node it is nominated to
-        from now on ("" for none). A nomination that ends or moves released held capacity: that
-        is recorded as ALLOCATION_RELEASED on the old node."""
-        node = self._nominee_node.pop(uid, None)
-        if node is not None:
-            pods = self._nominated.get(node, {})
-            gone = pods.pop(uid, None)
-            if not pods:
-                self._nominated.pop(node, None)
-            if node != keep and gone is not None and gone.requests:
-                self._record(ClusterEvent.ALLOCATION_RELEASED, gone.key, node)
-        return keep
-
-    def nominated(self, node_name: str) -> list[PodInfo]:
-        """Pending pods nominated to ``node_name`` (capacity kube-scheduler and the extender hold
-        for them against pods of lower priority)."""
-        with self._lock:
-            return list(self._nominated.get(node_name, {}).values())
-
-    def nominated_nodes(self) -> set[str]:
-        with self._lock:
-            return set(self._nominated)
+            self._announce(uid, None)
+        self._deliver()
 
     def assume(self, pod: PodInfo, node_name: str,
                check: Callable[[NodeInfo], Status] | None = None) -> Status:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from datetime import datetime
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -30,39 +29,21 @@ from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
 from extender.framework.interfaces import Victim
-from extender.framework.pod_group import group_of
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
 from extender.metrics import Metrics
+from extender.queue.unschedulable import by_plugin
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
+from extender.runtime.profiles import Profiles
 
 log = logging.getLogger(__name__)
 
 NOT_IN_CACHE = Status(Code.UNSCHEDULABLE, ("node not in extender cache",), plugin="extender")
 PREFILTER_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                             ("node(s) excluded by the extender's PreFilter",), plugin="extender")
-
-
-def admission_owner(uid: str) -> str:
-    """The reservation owner holding the capacity of pod ``uid`` between its admission and its
-    bind (``extender.runtime.admission``)."""
-    return f"admitted/{uid}"
-
-
-def same_unit(pod: PodInfo) -> Callable[[PodInfo], bool]:
-    """Pods that capacity held for ``pod`` does not count against (outside admission): the pod
-    itself and the members of its pod group, which Gang plans and holds for as one."""
-    uid, namespace, group = pod.uid, pod.namespace, group_of(pod.labels)
-    if group is None:
-        return lambda other: other.uid == uid
-    return lambda other: other.uid == uid or (other.namespace == namespace and group_of(other.labels) == group)
-
-
-def _by(st: Status) -> str:
-    return f"{st.plugin}: {st.message}" if st.plugin else st.message
 
 
 class InvalidRequest(ValueError):
@@ -97,19 +78,6 @@ class PreemptDecision:
     num_pdb_violations: int
 
 
-@dataclass(frozen=True)
-class Rejection:
-    """The extender's last Filter answer for ``pod`` rejected every node: which plugins rejected
-    (``extender`` for nodes it did not know), why (the most common reason), when, and the cache's
-    change count before the answer's snapshot (only later changes can help)."""
-
-    pod: PodInfo
-    plugins: frozenset[str]
-    reason: str
-    at: float
-    seq: int
-
-
 @dataclass
 class _BindFlight:
     node: str
@@ -118,15 +86,17 @@ class _BindFlight:
 
 
 class Engine:
-    def __init__(self, handle: EngineHandle, frameworks: Mapping[str, Framework], *, default_profile: str,
-                 metrics: Metrics | None = None, explain: ExplainLog | None = None,
-                 remember_pods: int = 4096) -> None:
-        if default_profile not in frameworks:
-            raise ValueError(f"default profile {default_profile!r} is not among the profiles")
+    """Runs the verbs over ``handle``'s cache and queue with the frameworks of ``profiles``
+    (installed before: the plugins were built with ``handle``)."""
+
+    def __init__(self, handle: EngineHandle, profiles: Profiles, *, metrics: Metrics | None = None,
+                 explain: ExplainLog | None = None, remember_pods: int = 4096) -> None:
         self.handle = handle
         self.cache: ClusterCache = handle.cache
-        self.frameworks = dict(frameworks)
-        self.default_profile = default_profile
+        self.queue = handle.queue
+        self.profiles = profiles
+        self.frameworks: Mapping[str, Framework] = profiles.by_name
+        self.default_profile = profiles.default
         self.metrics = metrics
         self.explain = explain or ExplainLog()
         self._seen: OrderedDict[str, PodInfo] = OrderedDict()
@@ -135,16 +105,12 @@ class Engine:
         self._inflight: dict[str, _BindFlight] = {}
         self._inflight_lock = threading.Lock()
         self._simulated = itertools.count(-1, -1)
-        self._rejections: OrderedDict[str, Rejection] = OrderedDict()
-        self._wakeups: dict[str, tuple[PodInfo, float]] = {}
-        handle.engine = self
 
     # ---- helpers ----------------------------------------------------------------------------
 
     def framework_for(self, pod: PodInfo) -> Framework:
-        """The profile named by the pod's schedulerName; pods of other schedulers that still reach
-        this extender (extenders are shared by all kube-scheduler profiles) get the default one."""
-        return self.frameworks.get(pod.scheduler_name) or self.frameworks[self.default_profile]
+        """The profile named by the pod's schedulerName (``Profiles.framework_for``)."""
+        return self.profiles.framework_for(pod)
 
     def pod_info(self, raw: Mapping[str, Any]) -> PodInfo:
         """Parse the request's pod. Always parsed anew: callers (tests, tools) may send different
@@ -160,22 +126,6 @@ class Engine:
                 self._seen.popitem(last=False)
         return pod
 
-    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
-        """``info`` plus the capacity held on it against ``pod``: pods nominated to it whose
-        priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
-        for its own resources) and reservation slots of equal or higher priority that ``pod`` did
-        not claim itself (a pod group's planned placement, pods admitted and not bound yet);
-        ``strict``: slots held for the pod's own group count too (see ``Reservations.held_on``).
-        A simulated NodeInfo gets a negative generation (never cached); with nothing held,
-        ``info`` itself. The held pods are added in one copy (``NodeInfo.with_pods``), not one
-        per pod."""
-        held = [p.bound_to(info.name) for p in self.cache.nominated(info.name)
-                if p.uid != pod.uid and p.priority >= pod.priority]
-        held.extend(self.handle.reservations.held_on(info.name, pod, strict, info.pods))
-        if not held:
-            return info
-        return info.with_pods(held, next(self._simulated))
-
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
                   extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
         """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
@@ -189,14 +139,14 @@ class Engine:
         allowed, st = fw.run_pre_filter(state, pod, snapshot)
         if not st.ok:
             return None
-        held = self.held_nodes()
+        held = self.queue.held_nodes()
         extra = extra or {}
         nodes: list[NodeInfo] = []
         for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
             if allowed is not None and info.name not in allowed:
                 continue
             if info.name in held:
-                info = self.with_held(info, pod, strict)
+                info = self.queue.with_held(info, pod, strict)
             more = extra.get(info.name)
             if more:
                 info = info.with_pods([p.bound_to(info.name) for p in more], next(self._simulated))
@@ -209,10 +159,6 @@ class Engine:
             scores = {}
         return min(feasible, key=lambda name: (-scores.get(name, 0), name))
 
-    def held_nodes(self) -> set[str]:
-        """Nodes where ``with_held`` may add something."""
-        return self.cache.nominated_nodes() | self.handle.reservations.nodes()
-
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:
             return
@@ -222,42 +168,9 @@ class Engine:
             self.metrics.decisions.labels(verb, code.name).inc(n)
 
     def queue_state(self) -> dict[str, Any]:
-        """What ``/debug/queue`` shows: pods held in Permit, nominated pods (capacity held for
-        them) and gated pods, each list in the profile's QueueSort order, with waiting times; the
-        pending pods the extender's last Filter answer rejected everywhere, with the reason; and
-        the reservations held for pod groups."""
-        now = self.handle.clock.monotonic()
-        wall = self.handle.clock.now()
-
-        ordered = self.frameworks[self.default_profile].sorted_queue
-
-        def age(p: PodInfo) -> float | None:
-            try:
-                return round(wall - datetime.fromisoformat(p.creation_timestamp.replace("Z", "+00:00")).timestamp(), 3)
-            except ValueError:
-                return None
-
-        waiting = [dict(wp.as_dict(), waitingSeconds=round(now - wp.since, 3), position=i)
-                   for i, wp in enumerate(sorted(self.handle.waiting_pods, key=lambda w: w.since))]
-        nominated = []
-        for node in sorted(self.cache.nominated_nodes()):
-            for i, p in enumerate(ordered(self.cache.nominated(node))):
-                nominated.append({"pod": p.key, "uid": p.uid, "node": node, "priority": p.priority, "position": i,
-                                  "pendingSeconds": age(p), "reason": "capacity held after preemption"})
-        gated = []
-        for i, p in enumerate(ordered([p for p in self.cache.pending_pods()
-                                       if (p.raw.get("spec") or {}).get("schedulingGates")])):
-            gates = [g.get("name") for g in p.raw["spec"]["schedulingGates"] if isinstance(g, dict)]
-            gated.append({"pod": p.key, "uid": p.uid, "priority": p.priority, "position": i, "gates": gates,
-                          "pendingSeconds": age(p), "reason": "waiting for its scheduling gates to be removed"})
-        rejected = []
-        for r in self.rejections():
-            current = self.cache.pending_pod(r.pod.namespace, r.pod.name)
-            if current is not None and current.uid == r.pod.uid:
-                rejected.append({"pod": r.pod.key, "uid": r.pod.uid, "plugins": sorted(r.plugins), "reason": r.reason,
-                                 "sinceSeconds": round(now - r.at, 3)})
-        return {"waitingInPermit": waiting, "nominated": nominated, "gated": gated,
-                "rejectedInFilter": rejected, "reserved": self.handle.reservations.describe()}
+        """What ``/debug/queue`` shows (``SchedulingQueue.describe``), in the default profile's
+        QueueSort order."""
+        return self.queue.describe(self.handle.waiting_pods, self.profiles.sort)
 
     # ---- filter -----------------------------------------------------------------------------
 
@@ -280,7 +193,7 @@ class Engine:
         else:
             candidates: list[NodeInfo] = []
             get = snapshot.getter()
-            held = self.held_nodes()
+            held = self.queue.held_nodes()
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             found = list(map(get, node_names))
@@ -297,7 +210,7 @@ class Engine:
                     else:
                         if own_node == name:
                             info = info.without_pod(pod.uid, next(self._simulated))
-                        candidates.append(self.with_held(info, pod) if name in held else info)
+                        candidates.append(self.queue.with_held(info, pod) if name in held else info)
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
             rejected.update(result.rejected)
@@ -326,9 +239,9 @@ class Engine:
                 outcome.nominated = nominated if pst.ok else None
         if not feasible and not outcome.error and rejected:
             self._explain_rejection(raw_pod, pod, rejected)
-            self._remember_rejection(pod, rejected, seq)
+            self.queue.unschedulable(pod, rejected, seq)
         elif feasible:
-            self.drop_rejection(pod.uid)
+            self.queue.schedulable(pod.uid)
         if outcome.error:
             self._count("filter", rejected, len(feasible))
         elif self.metrics is not None:
@@ -342,45 +255,6 @@ class Engine:
                                              ("feasible" if feasible else "unschedulable"),
                                              error=outcome.error))
         return outcome
-
-    def _remember_rejection(self, pod: PodInfo, rejected: Mapping[str, Status], seq: int) -> None:
-        reasons = Counter(_by(st) for st in rejected.values())
-        entry = Rejection(pod, frozenset(st.plugin or "extender" for st in rejected.values()),
-                          reasons.most_common(1)[0][0], self.handle.clock.monotonic(), seq)
-        with self._seen_lock:
-            self._rejections[pod.uid] = entry
-            self._rejections.move_to_end(pod.uid)
-            while len(self._rejections) > self._seen_capacity:
-                self._rejections.popitem(last=False)
-
-    def rejections(self) -> list[Rejection]:
-        """Pods whose last Filter answer rejected every node (oldest first)."""
-        with self._seen_lock:
-            return list(self._rejections.values())
-
-    def drop_rejection(self, uid: str) -> None:
-        with self._seen_lock:
-            self._rejections.pop(uid, None)
-
-    def requeue_after(self, pod: PodInfo, seconds: float) -> None:
-        """Have ``pod`` touched after ``seconds`` so kube-scheduler retries it: for rejections that
-        end with time (a back-off), which no cluster event announces (``extender.runtime.requeue``)."""
-        due = self.handle.clock.monotonic() + max(0.0, seconds)
-        with self._seen_lock:
-            self._wakeups[pod.uid] = (pod, due)
-            while len(self._wakeups) > self._seen_capacity:
-                del self._wakeups[next(iter(self._wakeups))]
-
-    def pending_wakeups(self) -> int:
-        with self._seen_lock:
-            return len(self._wakeups)
-
-    def due_wakeups(self) -> list[PodInfo]:
-        """The pods whose requested retry time has come (each returned once)."""
-        now = self.handle.clock.monotonic()
-        with self._seen_lock:
-            due = [uid for uid, (_, at) in self._wakeups.items() if at <= now]
-            return [self._wakeups.pop(uid)[0] for uid in due]
 
     def _explain_rejection(self, raw_pod: Mapping[str, Any], pod: PodInfo, rejected: Mapping[str, Status]) -> None:
         """An Event on the pod, in kube-scheduler's aggregated wording, when no node fits (the
@@ -529,17 +403,16 @@ class Engine:
             return f"pod {key} cannot be bound: {st.message}"
         try:
             st = self.cache.assume(pod, node,
-                                   check=lambda info: fw.run_filter_node(state, pod, self.with_held(info, pod)))
+                                   check=lambda info: fw.run_filter_node(state, pod, self.queue.with_held(info, pod)))
         except AssumeError as exc:
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
             return f"node {node} no longer fits pod {key}: {st.message}"
-        # the pod now counts where it is assumed: capacity held since its admission is no longer needed
-        self.handle.reservations.consume(admission_owner(pod.uid), pod.uid, node)
+        self.queue.assumed(pod, node)
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
             self.cache.forget(pod.uid)
-            return f"reserve failed for pod {key} on {node}: {_by(st)}"
+            return f"reserve failed for pod {key} on {node}: {by_plugin(st)}"
         for phase in ("permit", "preBind", "bind"):
             if phase == "permit":
                 st = fw.run_permit(state, pod, node)
@@ -554,9 +427,9 @@ class Engine:
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
-                return f"{phase} failed for pod {key} on {node}: {_by(st)}"
+                return f"{phase} failed for pod {key} on {node}: {by_plugin(st)}"
         self.cache.finish_binding(pod.uid)
-        self.drop_rejection(pod.uid)
+        self.queue.schedulable(pod.uid)
         fw.run_post_bind(state, pod, node)
         self._clear_displaced_nominations(pod, node)
         return ""
@@ -567,14 +440,14 @@ class Engine:
         info = self.cache.snapshot().get(node)
         if info is None:
             return
-        for nominee in sorted(self.cache.nominated(node), key=lambda p: -p.priority):
+        for nominee in sorted(self.queue.nominated(node), key=lambda p: -p.priority):
             if nominee.priority >= bound.priority:
                 continue
             fw = self.framework_for(nominee)
             state = CycleState()
             _, st = fw.run_pre_filter(state, nominee, self.cache.snapshot())
             if st.ok:
-                st = fw.run_filter_node(state, nominee, self.with_held(info, nominee))
+                st = fw.run_filter_node(state, nominee, self.queue.with_held(info, nominee))
             if not st.code.is_rejection:
                 continue
             try:
