@@ -35,7 +35,6 @@ from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
 from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
-from extender.runtime.profiles import Profiles
 from extender.runtime.registry import Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_specs
