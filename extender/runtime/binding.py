@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from extender.cache.cache import AssumeError, ClusterCache
+from extender.cache.cache import AssumeError
 from extender.framework import ledger
 from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
@@ -24,6 +24,7 @@ from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo, pod_key
 from extender.metrics import Metrics
 from extender.queue.unschedulable import by_plugin
+from extender.runtime.context import VerbContext
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.handle import EngineHandle
 from extender.runtime.pods import RecentPods
@@ -39,19 +40,13 @@ class _BindFlight:
     result: str = ""
 
 
-class BindingCycle:
+class BindingCycle(VerbContext):
     """Binds (one cycle per pod at a time, concurrent across pods) and removes orphaned
     allocations."""
 
     def __init__(self, handle: EngineHandle, profiles: Profiles, pods: RecentPods, explain: ExplainLog,
                  metrics: Metrics | None = None) -> None:
-        self.handle = handle
-        self.cache: ClusterCache = handle.cache
-        self.queue = handle.queue
-        self.profiles = profiles
-        self.pods = pods
-        self.explain = explain
-        self.metrics = metrics
+        super().__init__(handle, profiles, pods, explain, metrics)
         self._inflight: dict[str, _BindFlight] = {}
         self._inflight_lock = threading.Lock()
 

@@ -45,7 +45,7 @@ class Engine:
         self.explain = explain or ExplainLog()
         self.pods = RecentPods(handle.managed_resources, remember_pods)
         self.scheduling = SchedulingCycle(handle, profiles, self.pods, self.explain, metrics)
-        self.preemption = Preemption(handle, profiles, self.pods, self.explain)
+        self.preemption = Preemption(handle, profiles, self.pods, self.explain, metrics)
         self.binding = BindingCycle(handle, profiles, self.pods, self.explain, metrics)
 
     def framework_for(self, pod: PodInfo) -> Framework:

@@ -9,29 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from extender.cache.cache import ClusterCache
 from extender.framework.cycle_state import CycleState
 from extender.framework.interfaces import Victim
 from extender.framework.resources import QuantityError
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
-from extender.runtime.explain import ExplainLog, Verdict
-from extender.runtime.handle import EngineHandle
+from extender.runtime.context import VerbContext
+from extender.runtime.explain import Verdict
 from extender.runtime.outcomes import NOT_IN_CACHE, Candidate, EngineError, InvalidRequest, PreemptDecision
-from extender.runtime.pods import RecentPods
-from extender.runtime.profiles import Profiles
 
 
-class Preemption:
+class Preemption(VerbContext):
     """Refines kube-scheduler's preemption candidates with the Preemption plugins."""
-
-    def __init__(self, handle: EngineHandle, profiles: Profiles, pods: RecentPods, explain: ExplainLog) -> None:
-        self.handle = handle
-        self.cache: ClusterCache = handle.cache
-        self.queue = handle.queue
-        self.profiles = profiles
-        self.pods = pods
-        self.explain = explain
 
     def preempt(self, raw_pod: Mapping[str, Any], candidates: Mapping[str, Candidate]) -> dict[str, PreemptDecision]:
         """Keep the candidates where evicting lower-priority victims lets the pod fit; never name a

@@ -17,11 +17,11 @@ import logging
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from extender.cache.cache import ClusterCache
 from extender.framework.cycle_state import CycleState
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.metrics import Metrics
+from extender.runtime.context import VerbContext
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.handle import EngineHandle
 from extender.runtime.outcomes import NOT_IN_CACHE, PREFILTER_EXCLUDED, EngineError, FilterOutcome
@@ -31,19 +31,13 @@ from extender.runtime.profiles import Profiles
 log = logging.getLogger(__name__)
 
 
-class SchedulingCycle:
+class SchedulingCycle(VerbContext):
     """Filter, prioritize and placement over the cache's snapshot, with the capacity the queue
     holds counted; rejections recorded with the queue."""
 
     def __init__(self, handle: EngineHandle, profiles: Profiles, pods: RecentPods, explain: ExplainLog,
                  metrics: Metrics | None = None) -> None:
-        self.handle = handle
-        self.cache: ClusterCache = handle.cache
-        self.queue = handle.queue
-        self.profiles = profiles
-        self.pods = pods
-        self.explain = explain
-        self.metrics = metrics
+        super().__init__(handle, profiles, pods, explain, metrics)
         self._simulated = itertools.count(-1, -1)
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
