@@ -230,11 +230,12 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
         lifecycle.on_close("leader", lambda seconds: leader.stop(release=state.release_lease, timeout=seconds))
     source.start(cache)
     if config.admission.enabled:
-        state.admitter = Admitter(queue, handle.profiles, engine.placement, writer, config.admission.gate,
-                                  config.admission.strategy, config.admission.hold_timeout, metrics=metrics)
+        admitter = state.admitter = Admitter(queue, handle.profiles, engine.placement, writer,
+                                             config.admission.gate, config.admission.strategy,
+                                             config.admission.hold_timeout, metrics=metrics)
         if background:
-            lifecycle.on_close("admission", lambda _: state.admitter.stop())  # type: ignore[union-attr]
-            lifecycle.start("admission", state.admitter.run_forever, config.admission.interval, leading,
+            lifecycle.on_close("admission", lambda _: admitter.stop())
+            lifecycle.start("admission", admitter.run_forever, config.admission.interval, leading,
                             config.admission.resync)
     nudger = state.nudger = Nudger(queue, handle.profiles, engine.placement, writer, config.annotation_prefix,
                                    config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge,
