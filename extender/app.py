@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from flask import Flask
 
+from extender import __version__
+
 from extender.api.routes import ApiSettings, register
 from extender.cache.cache import ClusterCache
 from extender.cluster.interfaces import ClusterSource
@@ -33,7 +35,8 @@ from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
 from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
-from extender.runtime.registry import Registry
+from extender.runtime import catalog, discovery
+from extender.runtime.registry import Origin, Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_specs
 
@@ -45,7 +48,14 @@ DEFAULTS = PluginSet(enabled=tuple(PluginRef(name) for name in DEFAULT_PLUGINS))
 
 def builtin_registry() -> Registry:
     """A registry of the built-in policies."""
-    return Registry(builtin_specs())
+    return Registry(builtin_specs(), Origin("kube-extender", __version__))
+
+
+def plugin_registry(extra: Registry | None = None) -> Registry:
+    """The plugins an app can enable: the built-in ones plus ``extra`` when given (tests, the
+    test kit), else plus every installed plugin package (``extender.runtime.discovery``).
+    Raises PluginLoadError naming the package that clashes or does not load."""
+    return builtin_registry().merged(extra) if extra is not None else discovery.installed(builtin_registry())
 
 
 class Leadership(Protocol):
@@ -131,7 +141,7 @@ def _handle(config: ExtenderConfig, cache: ClusterCache, writer: ClusterWriter, 
 def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -> list[tuple[str, str]]:
     """What building ``config``'s profiles would refuse, found without serving anything (no
     cluster, no threads): ``kube-extender config check`` and ``serve`` before it starts."""
-    registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
+    registry = plugin_registry(registry)
     clock = SystemClock()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     return _frameworks(config, _handle(config, cache, MemoryCluster(), clock, None), registry)[1]
@@ -145,14 +155,16 @@ def checked(config: ExtenderConfig) -> ExtenderConfig:
     return config
 
 
-def describe(config: ExtenderConfig, frameworks: dict[str, Framework]) -> dict[str, Any]:
+def describe(config: ExtenderConfig, frameworks: dict[str, Framework], registry: Registry) -> dict[str, Any]:
     """``/debug/config``: the effective configuration (every section, after defaults and command
-    line overrides) and, per profile, the plugins that run at each extension point."""
+    line overrides), per profile the plugins that run at each extension point, and every plugin
+    the app could enable (``plugins``: package, version, extension points, args schema)."""
     doc = config.effective()
     for profile, fw in zip(doc["profiles"], frameworks.values()):
         points = fw.describe()
         points.pop("schedulerName")
         profile["extensionPoints"] = points
+    doc["plugins"] = catalog.describe(registry)
     return doc
 
 
@@ -160,7 +172,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                writer: ClusterWriter | None = None, clock: Clock | None = None,
                registry: Registry | None = None, leader: Leadership | None = None,
                metrics: Metrics | None = None, background: bool = True) -> Flask:
-    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args.
+    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args, and
+    PluginLoadError for an installed plugin package that clashes or does not load.
+
+    ``registry``: plugins besides the built-in ones (default: every installed plugin package).
 
     ``leader``: with leader election, only the leader answers the verbs (followers: 503, not
     ready) and allocations carry its term. ``background``: run the orphan collector thread."""
@@ -173,7 +188,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
             raise ValueError("a writer is required when the source cannot write")
         writer = source  # type: ignore[assignment]
     assert writer is not None
-    registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
+    registry = plugin_registry(registry)
     metrics = metrics or Metrics()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = _handle(config, cache, writer, clock, leader)
@@ -185,7 +200,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     app = Flask("kube-extender")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    summary = describe(config, frameworks)
+    summary = describe(config, frameworks, registry)
 
     leading = leader.is_leader if leader is not None else (lambda: True)
 
