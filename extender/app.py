@@ -147,9 +147,10 @@ def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -
     return _frameworks(config, _handle(config, cache, MemoryCluster(), clock, None), registry)[1]
 
 
-def checked(config: ExtenderConfig) -> ExtenderConfig:
-    """``config`` if every profile builds, else ConfigError with every problem."""
-    problems = profile_problems(config)
+def checked(config: ExtenderConfig, registry: Registry | None = None) -> ExtenderConfig:
+    """``config`` if every profile builds, else ConfigError with every problem. ``registry``: as
+    for ``create_app``."""
+    problems = profile_problems(config, registry)
     if problems:
         raise ConfigError(problems, config.source)
     return config

@@ -49,8 +49,10 @@ def verdicts(output: str) -> str:
     ("extender/framework/views.py", "import extender.runtime.engine", "framework-ours"),
     ("extender/cache/snapshot.py", "import policies", "policies-handed-in"),
     ("extender/runtime/engine.py", "import extender.api.wire", "layers"),
+    ("extender/testing/kit/harness.py", "import extender.testing.fakeapi", "test-kit"),
 ], ids=["a policy imports the cache", "the emulator imports a policy", "the emulator imports the runtime",
-        "the framework imports the runtime", "the cache imports a policy", "the runtime imports the api"])
+        "the framework imports the runtime", "the cache imports a policy", "the runtime imports the api",
+        "the test kit imports the fake API server"])
 def test_a_forbidden_import_breaks_its_rule(tree: Path, module: str, line: str, contract: str) -> None:
     path = tree / module
     original = path.read_text()
