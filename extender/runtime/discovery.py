@@ -35,13 +35,14 @@ def _load(ep: metadata.EntryPoint) -> tuple[PluginSpec, Origin]:
     try:
         spec = ep.load()
     except Exception as exc:  # noqa: BLE001 - any import failure is the package's, and is reported as such
-        raise PluginLoadError(f"plugin {ep.name!r} of {origin} does not load: {type(exc).__name__}: {exc}") from exc
+        raise PluginLoadError(f"plugin {ep.name!r} of {origin} (entry point {origin.entry_point}) does not load: "
+                              f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(spec, PluginSpec):
-        raise PluginLoadError(f"plugin {ep.name!r} of {origin} is a {type(spec).__name__}, not an "
-                              "extender.framework.PluginSpec")
+        raise PluginLoadError(f"plugin {ep.name!r} of {origin} (entry point {origin.entry_point}) is a "
+                              f"{type(spec).__name__}, not an extender.framework.PluginSpec")
     if spec.name != ep.name:
-        raise PluginLoadError(f"plugin {ep.name!r} of {origin} is registered under the name {spec.name!r}: "
-                              "the entry point's name must be the PluginSpec's name")
+        raise PluginLoadError(f"plugin {ep.name!r} of {origin} (entry point {origin.entry_point}) is named "
+                              f"{spec.name!r} in its PluginSpec: the entry point's name must be the plugin's name")
     return spec, origin
 
 

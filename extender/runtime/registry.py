@@ -31,8 +31,7 @@ class Origin:
     entry_point: str = ""
 
     def __str__(self) -> str:
-        where = f"package {self.package}" + (f" {self.version}" if self.version else "")
-        return where + (f" (entry point {self.entry_point})" if self.entry_point else "")
+        return f"package {self.package}" + (f" {self.version}" if self.version else "")
 
 
 UNKNOWN = Origin("")
