@@ -25,8 +25,14 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# The worked example of docs/writing-a-policy.md, installed as a plugin package is: the suite
+# finds it through its entry point and runs its tests (reinstalled when its sources change).
+EXAMPLE := examples/accelerator-model
+EXAMPLE_SOURCES := $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/src/*/*.py)
+
+$(VENV)/.installed-test: $(VENV)/.installed $(EXAMPLE_SOURCES)
 	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet './$(EXAMPLE)'
 	touch $@
 
 venv install: $(VENV)/.installed
