@@ -25,8 +25,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-# The worked example of docs/writing-a-policy.md, installed as a plugin package is: the suite
-# finds it through its entry point and runs its tests (reinstalled when its sources change).
+# The worked example of docs/writing-a-policy.md, installed as a third party installs a plugin
+# package (reinstalled when its sources change): the suite finds it through its entry point and
+# runs its tests.
 EXAMPLE := examples/accelerator-model
 EXAMPLE_SOURCES := $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/src/*/*.py)
 

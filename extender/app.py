@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from flask import Flask
 
 from extender import __version__
-
 from extender.api.routes import ApiSettings, register
 from extender.cache.cache import ClusterCache
 from extender.cluster.interfaces import ClusterSource
@@ -34,8 +33,8 @@ from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
-from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
 from extender.runtime import catalog, discovery
+from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
 from extender.runtime.registry import Origin, Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_specs

@@ -159,7 +159,8 @@ def _plugins(args: argparse.Namespace) -> int:
         print(json.dumps(plugins, indent=2))
         return 0
     for p in plugins:
-        points = ", ".join(p["extensionPoints"]) if p["extensionPoints"] is not None else "(not known before it is built)"
+        points = ("(not known before it is built)" if p["extensionPoints"] is None
+                  else ", ".join(p["extensionPoints"]))
         print(f"{p['name']}  ({p['package']} {p['version']})".rstrip())
         if p["description"]:
             print(f"  {p['description']}")

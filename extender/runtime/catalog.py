@@ -57,6 +57,9 @@ def _field_schema(field: Any) -> dict[str, Any]:
     inner = getattr(field, "inner", None)
     if kind == "List" and inner is not None:
         out["items"] = _field_schema(inner)
+    values = getattr(field, "value_field", None)
+    if values is not None:
+        out["additionalProperties"] = _field_schema(values)
     default = getattr(field, "load_default", None)
     if default is not None and not callable(default) and type(default).__name__ != "_Missing":
         out["default"] = default
@@ -81,8 +84,7 @@ def _object_schema(schema: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         out["required"] = required
-    unknown = getattr(getattr(schema, "Meta", None), "unknown", getattr(schema, "unknown", None))
-    if unknown == "raise":
+    if getattr(schema, "unknown", None) == "raise":
         out["additionalProperties"] = False
     return out
 

@@ -142,3 +142,31 @@ def test_bad_args_or_a_failing_factory_are_configuration_problems_naming_the_pac
     with pytest.raises(ConfigError) as refused:
         app_with(enabled("Fussy", args))
     assert refused.value.problems == [(where, message)]
+
+
+@pytest.mark.parametrize("name, valid, invalid", [
+    ("NodeResources", {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "x/y", "weight": 3}]}},
+     {"scoringStrategy": {"type": "Spread"}}),
+    ("NodeResources", {}, {"scoringStrategy": {"resources": [{"name": "x/y", "weight": 101}]}}),
+    ("DeviceShare", {"countResource": "example.com/gpu"}, {"countResource": ""}),
+    ("DefaultBinder", {}, {"anything": 1}),
+    ("Gang", {"permitTimeout": "3s"}, {"permitTimeou": "3s"}),
+], ids=["enum", "range", "length", "no args", "unknown key"])
+def test_the_derived_args_schemas_are_json_schemas_that_agree_with_the_parsers(
+        name: str, valid: dict[str, Any], invalid: dict[str, Any]) -> None:
+    import jsonschema
+
+    from extender.framework import ArgsError
+    from extender.runtime.catalog import args_schema
+
+    spec = plugin_registry().get(name)
+    assert spec is not None
+    schema = args_schema(spec)
+    assert schema is not None
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid(valid)
+    spec.parse_args(valid)
+    assert not validator.is_valid(invalid)
+    with pytest.raises(ArgsError):
+        spec.parse_args(invalid)

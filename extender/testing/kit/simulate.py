@@ -16,6 +16,7 @@ once it is installed.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import functools
@@ -29,7 +30,7 @@ from typing import Any, Mapping
 import yaml
 
 from extender.app import checked, create_app
-from extender.cli import _parser, sim_wiring
+from extender.cli import sim_wiring
 from extender.config.model import load_config
 from extender.framework.registration import PluginSpec
 from extender.runtime.registry import Registry
@@ -98,9 +99,11 @@ def simulate(*specs: PluginSpec, config: Source | None = None, cluster: str | Pa
             wiring = dataclasses.replace(
                 wiring, load_config=lambda path: checked(load_config(path), registry),
                 create_app=functools.partial(create_app, registry=registry))
+        parser = argparse.ArgumentParser(prog="kube-extender")
+        sim_cli.add_parser(parser.add_subparsers(dest="command"))
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            code = sim_cli.run(_parser().parse_args(argv), wiring)
+            code = sim_cli.run(parser.parse_args(argv), wiring)
         if code != 0:
             raise SimulationError(stderr.getvalue().strip() or f"simulate exited {code}")
         report = json.loads((Path(out or where / "out") / "report.json").read_text())
