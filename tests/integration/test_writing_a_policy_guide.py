@@ -19,21 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from policy_guide import GUIDE, blocks
 
 REPO = Path(__file__).resolve().parents[2]
-GUIDE = REPO / "docs" / "writing-a-policy.md"
-SKIP_MARK = "not run by the guide's test"
 
 pytestmark = pytest.mark.slow
-
-
-def blocks() -> list[tuple[str, bool]]:
-    """Every ``sh`` block of the guide, and whether the guide's test runs it."""
-    text = GUIDE.read_text()
-    out = []
-    for match in re.finditer(r"(<!--(?:(?!-->).)*-->\n)?```sh\n(.*?)```\n", text, flags=re.S):
-        out.append((match.group(2), not (match.group(1) and SKIP_MARK in match.group(1))))
-    return out
 
 
 def block_with(fragment: str) -> str:
