@@ -49,9 +49,11 @@ class Registry:
         if spec.name in self._specs:
             first = self._origins[spec.name]
             if origin.package or first.package:
-                raise DuplicatePluginError(f"plugin {spec.name!r} of {origin or 'unknown origin'} clashes with "
-                                           f"plugin {spec.name!r} of {first or 'unknown origin'}: plugin names "
-                                           "must be unique, uninstall or rename one of them")
+                def of(o: Origin) -> str:
+                    return str(o) if o.package else "unknown origin"
+                raise DuplicatePluginError(f"plugin {spec.name!r} of {of(origin)} clashes with plugin {spec.name!r} "
+                                           f"of {of(first)}: plugin names must be unique, uninstall or rename one "
+                                           "of them")
             raise DuplicatePluginError(f"plugin {spec.name!r} is registered twice")
         self._specs[spec.name] = spec
         self._origins[spec.name] = origin

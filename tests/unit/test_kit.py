@@ -114,3 +114,25 @@ def test_expire_times_a_pod_out_only_once_settled_and_past_its_deadline() -> Non
     assert wp.expire() and not wp.expire()
     st = wp.wait(5.0)
     assert st.code is Code.UNSCHEDULABLE and st.plugin == "A"
+
+
+def test_a_real_permit_plugin_gang_lets_a_group_bind_together_and_times_it_out_whole() -> None:
+    """The harness with a built-in plugin that waits in Permit: the first member waits until the
+    second arrives (its bind allows both); a group that never completes is denied at the deadline."""
+    from policies.gang.plugin import SPEC as GANG
+
+    def member(name: str, group: str) -> dict[str, Any]:
+        return (make_pod(name).req(gpu=1).labels(**{"scheduling.x-k8s.io/pod-group": group})
+                .annotations(**{"kube-extender.io/pod-group-min-member": "2"}).obj())
+
+    h = PluginHarness(GANG, args={"Gang": {"permitTimeout": "3s"}}, nodes=[make_node("n").alloc(gpu=4).obj()])
+    first = h.bind(member("a-0", "a"), "n")
+    assert (first.outcome, first.waiting_for) == ("waiting", ["Gang"])
+    second = h.bind(member("a-1", "a"), "n")
+    assert (first.result(), second.outcome) == ("bound", "bound")
+
+    lonely = h.bind(member("b-0", "b"), "n")
+    h.advance(2.9)
+    assert lonely.outcome == "waiting"
+    h.advance(0.1)
+    assert lonely.outcome == "failed" and "Gang" in lonely.error

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from extender.app import create_app
+from extender.app import builtin_registry, create_app
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import parse_config
 from extender.framework.clock import FakeClock
@@ -44,6 +44,12 @@ from extender.testing.kit.builders import cluster_objects
 SETTLE_SECONDS = 30.0
 """How long (real time) the harness waits for a bind to finish or to start waiting in Permit,
 and for a released bind to finish, before it declares the plugin stuck."""
+
+
+def registry_of(specs: Sequence[PluginSpec]) -> Registry:
+    """The plugins under test, to register besides the built-in ones (which may be among them)."""
+    builtins = builtin_registry()
+    return Registry([s for s in specs if builtins.get(s.name) is not s])
 
 
 class HarnessError(RuntimeError):
@@ -148,7 +154,7 @@ class PluginHarness:
         raw = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration", "profiles": [profile],
                **(config or {})}
         self.config = parse_config(raw, "<PluginHarness>")
-        self.app = create_app(self.config, source=self.cluster, clock=self.clock, registry=Registry(list(specs)),
+        self.app = create_app(self.config, source=self.cluster, clock=self.clock, registry=registry_of(specs),
                               background=False)
         self.engine = self.app.extensions["kube_extender"].engine
         self._bindings: list[Binding] = []

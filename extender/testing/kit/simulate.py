@@ -33,7 +33,7 @@ from extender.app import checked, create_app
 from extender.cli import sim_wiring
 from extender.config.model import load_config
 from extender.framework.registration import PluginSpec
-from extender.runtime.registry import Registry
+from extender.testing.kit.harness import registry_of
 from extender.sim import cli as sim_cli
 
 Source = str | Path | Mapping[str, Any]
@@ -95,7 +95,7 @@ def simulate(*specs: PluginSpec, config: Source | None = None, cluster: str | Pa
                 argv += [flag, path]
         wiring = sim_wiring()
         if specs:
-            registry = Registry(list(specs))
+            registry = registry_of(specs)
             wiring = dataclasses.replace(
                 wiring, load_config=lambda path: checked(load_config(path), registry),
                 create_app=functools.partial(create_app, registry=registry))
