@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from extender.framework import Code, PluginSpec, Status
-from extender.testing.kit import GPU, PluginHarness, cluster_yaml, make_node, make_pod, simulate
+from extender.testing.kit import GPU, PluginHarness, cluster_yaml, make_node, make_pod, make_pod_group, simulate
 
 
 class Gate:
@@ -77,6 +77,15 @@ def test_preempt_proposes_the_lower_priority_pods_and_keeps_what_frees_enough() 
     high = make_pod("high").req(gpu=2).node("shut").priority(50).obj()
     h = harness(pods=[low, high])
     assert h.preempt(make_pod("p").req(gpu=2).priority(10).obj()) == {"open": ["default/low"]}
+
+
+def test_nodes_pods_and_pod_groups_added_later_are_seen_by_the_next_verb() -> None:
+    h = harness()
+    assert h.filter(make_pod("p").req(gpu=2).obj()).feasible == ["open"]
+    h.add(make_node("new").alloc(gpu=2).obj(), make_pod("filler").req(gpu=2).node("open").obj(),
+          make_pod_group("g").min_member(2).obj())
+    assert h.filter(make_pod("p").req(gpu=2).obj()).feasible == ["new"]
+    assert h.engine.handle.pod_group("default", "g") is not None
 
 
 def test_schedule_binds_to_the_best_feasible_node_or_returns_none() -> None:
