@@ -18,6 +18,7 @@ from extender import cli
 from extender.app import create_app, plugin_registry
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import ConfigError
+from extender.framework import PluginSpec
 from extender.runtime import discovery
 from extender.runtime.registry import DuplicatePluginError, PluginLoadError
 
@@ -170,3 +171,31 @@ def test_the_derived_args_schemas_are_json_schemas_that_agree_with_the_parsers(
     assert not validator.is_valid(invalid)
     with pytest.raises(ArgsError):
         spec.parse_args(invalid)
+
+
+class _Scorer:
+    name = "S"
+
+    def score(self, state: Any, pod: Any, node: Any) -> int:
+        return 0
+
+
+def _annotated(args: Any, handle: Any) -> _Scorer:
+    return _Scorer()
+
+
+@pytest.mark.parametrize("spec, points, args", [
+    (PluginSpec("S", _Scorer), ["score"], {"type": "object", "properties": {}, "additionalProperties": False}),
+    (PluginSpec("S", _annotated, parse_args=dict), ["score"], None),
+    (PluginSpec("S", lambda args, handle: _Scorer(), parse_args=dict, args_schema={"type": "object"}), None,
+     {"type": "object"}),
+], ids=["a class", "a function annotated with its class", "a lambda, args described by the spec"])
+def test_points_and_args_are_told_without_building_the_plugin_or_not_at_all(
+        spec: PluginSpec, points: list[str] | None, args: dict[str, Any] | None) -> None:
+    from extender.runtime.catalog import args_lines, describe
+    from extender.runtime.registry import Registry
+
+    (entry,) = describe(Registry([spec]))
+    assert (entry["extensionPoints"], entry["args"]) == (points, args)
+    if args is None:
+        assert args_lines(args) == ["    (not described: the plugin's args parser gives no schema)"]
