@@ -26,7 +26,6 @@ class ListResult:
     remaining: int | None
 
 
-
 class Bucket:
     """Objects of one type: namespace -> name -> object, with cached sorted key lists."""
 
