@@ -171,6 +171,14 @@ def make_pod_group(name: str, namespace: str = "default") -> PodGroupBuilder:
     return PodGroupBuilder(name, namespace)
 
 
+def make_elastic_quota(namespace: str, min: dict[str, Any] | None = None, max: dict[str, Any] | None = None,
+                       name: str = "quota") -> dict[str, Any]:
+    """A scheduling.x-k8s.io/v1alpha1 ElasticQuota (``min``/``max`` keys may use the aliases)."""
+    spec = {k: _resources(v) for k, v in (("min", min), ("max", max)) if v is not None}
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"eq-{namespace}-{name}"}, "spec": spec}
+
+
 def cluster_objects(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None,
                     pod_groups: list[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Objects grouped by kind, as ``MemoryCluster(...)`` takes them."""

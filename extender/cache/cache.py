@@ -24,9 +24,10 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
   Today's Binding carries the annotation, so a pod is bound with it or has none.
 
-PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``) are kept beside, by namespace/name;
-a PodGroup is stored trimmed even when malformed, and read typed through ``pod_group_spec``
-(``extender.framework.pod_group.PodGroupSpec``, None when malformed).
+PodDisruptionBudgets, PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are kept beside, by
+namespace/name; a PodGroup or ElasticQuota is stored trimmed even when malformed, and read typed
+through ``pod_group_spec`` (``extender.framework.pod_group.PodGroupSpec``, None when malformed)
+and ``quota_specs`` (``extender.framework.elastic_quota.QuotaSpec``, the valid ones).
 
 Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
 ``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
@@ -48,6 +49,7 @@ from extender.cache.snapshot import Snapshot
 from extender.framework import ledger
 from extender.framework.clock import Clock
 from extender.framework.disruption import Budget
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.events import Change, ClusterEvent
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
@@ -77,6 +79,13 @@ def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
     out_meta = {k: meta[k] for k in _POD_GROUP_META if k in meta}
     out_meta["namespace"] = str(meta.get("namespace") or "default")
     return {"metadata": out_meta, "spec": deepcopy(raw.get("spec"))}
+
+
+@dataclass(frozen=True, slots=True)
+class _QuotaEntry:
+    raw: dict[str, Any]
+    spec: QuotaSpec | None
+    """None when the object is malformed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,7 @@ class ClusterCache:
         self._nominee_node: dict[str, str] = {}
         self._budgets: dict[str, Budget] = {}
         self._pod_groups: dict[str, _PodGroupEntry] = {}
+        self._quotas: dict[str, _QuotaEntry] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
@@ -504,6 +514,47 @@ class ClusterCache:
         with self._lock:
             return [e.raw for e in self._pod_groups.values()
                     if namespace is None or e.raw["metadata"]["namespace"] == namespace]
+
+    # ---- elastic quotas (scheduling.x-k8s.io ElasticQuota) ------------------------------------
+
+    def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        """Add or update an ElasticQuota, stored trimmed even when malformed (logged when it
+        arrives or its spec changes; left out of ``quota_specs``). Raises ValueError for an object
+        without a name."""
+        name = (raw.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("ElasticQuota metadata.name must be a non-empty string")
+        trimmed = trim_pod_group(raw)  # the same trimming: identity and a private copy of the spec
+        problem, spec = QuotaSpec.parse(trimmed)
+        key = pod_key(trimmed["metadata"]["namespace"], name)
+        with self._lock:
+            previous = self._quotas.get(key)
+            self._quotas[key] = _QuotaEntry(trimmed, spec)
+            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
+                self._record(ClusterEvent.QUOTA_CHANGE, key)
+                if problem is not None:
+                    log.warning("malformed ElasticQuota: its namespace has no quota from it",
+                                extra={"elastic_quota": key, "error": problem})
+
+    def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        """The ElasticQuota was deleted (a deletion naming another UID than the stored one is
+        ignored)."""
+        meta = raw.get("metadata") or {}
+        key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        with self._lock:
+            current = self._quotas.get(key)
+            if current is None:
+                return
+            stored_uid = current.raw["metadata"].get("uid")
+            if meta.get("uid") and stored_uid and meta["uid"] != stored_uid:
+                return
+            del self._quotas[key]
+            self._record(ClusterEvent.QUOTA_CHANGE, key)
+
+    def quota_specs(self) -> list[QuotaSpec]:
+        """The valid ElasticQuotas, ordered by namespace then name."""
+        with self._lock:
+            return [e.spec for _, e in sorted(self._quotas.items()) if e.spec is not None]
 
     def accounted_pods(self) -> list[PodInfo]:
         """Every pod accounted on a node (bound or assumed)."""

@@ -4,8 +4,9 @@ Used for the embedded demo cluster, ``--cluster FILE``, tests and simulation. Wr
 the API server where the extender depends on it: a Binding with a UID precondition (409-style
 conflict when the UID differs or the pod is bound elsewhere, success when already bound to the
 same node), evictions that honour PodDisruptionBudgets, resourceVersions that increase on every
-write. PodGroups (``scheduling.x-k8s.io``) are delivered like PodDisruptionBudgets, and can be
-added, replaced and deleted directly (``add_pod_group``, ``delete_pod_group``). Every change is
+write. PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are delivered like
+PodDisruptionBudgets, and can be added, replaced and deleted directly (``add_pod_group``,
+``delete_pod_group``, ``add_elastic_quota``, ``delete_elastic_quota``). Every change is
 delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
 ``bind`` returns. Stored objects are never mutated: each write stores a copy.
 
@@ -53,6 +54,7 @@ class MemoryCluster:
         self._pods: dict[str, dict[str, Any]] = {}
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
         self._pod_groups: dict[str, dict[str, Any]] = {}
+        self._quotas: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
         self.events: deque[dict[str, Any]] = deque(maxlen=event_log)
         self.skipped = 0
@@ -68,6 +70,10 @@ class MemoryCluster:
             group = self._stamp(group, copy=False)
             group["metadata"].setdefault("namespace", "default")
             self._pod_groups[_key_of(group)] = group
+        for quota in objects.get("ElasticQuota", []):
+            quota = self._stamp(quota, copy=False)
+            quota["metadata"].setdefault("namespace", "default")
+            self._quotas[_key_of(quota)] = quota
 
     # ---- construction -----------------------------------------------------------------------
 
@@ -104,6 +110,8 @@ class MemoryCluster:
                 self._deliver(sink.upsert_pdb, pdb, "pdb")
             for group in self._pod_groups.values():
                 self._deliver(sink.upsert_pod_group, group, "podgroup")
+            for quota in self._quotas.values():
+                self._deliver(sink.upsert_elastic_quota, quota, "elasticquota")
             self._sinks.append(sink)
         sink.mark_synced()
 
@@ -180,6 +188,25 @@ class MemoryCluster:
     def pod_groups(self) -> list[dict[str, Any]]:
         with self._lock:
             return [_deepcopy(g) for g in self._pod_groups.values()]
+
+    def add_elastic_quota(self, quota: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace an ElasticQuota; returns the stored copy."""
+        with self._lock:
+            stored = self._stamp(quota)
+            stored["metadata"].setdefault("namespace", "default")
+            self._quotas[_key_of(stored)] = stored
+            for sink in list(self._sinks):
+                self._deliver(sink.upsert_elastic_quota, stored, "elasticquota")
+            return stored
+
+    def delete_elastic_quota(self, namespace: str, name: str) -> bool:
+        with self._lock:
+            quota = self._quotas.pop(pod_key(namespace, name), None)
+            if quota is None:
+                return False
+            for sink in list(self._sinks):
+                sink.remove_elastic_quota(quota)
+            return True
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:

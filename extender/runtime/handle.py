@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
@@ -93,6 +94,15 @@ class EngineHandle:
 
     def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
         return self.cache.pod_group_spec(namespace, name)
+
+    def quotas(self) -> list[QuotaSpec]:
+        return self.cache.quota_specs()
+
+    def pending_pods(self) -> list[PodInfo]:
+        return self.cache.pending_pods()
+
+    def change_count(self) -> int:
+        return self.cache.change_count()
 
     def permit_budget(self) -> float:
         """httpTimeout minus the bind margin (at least a tenth of the timeout is kept for the

@@ -229,6 +229,13 @@ class Reservations:
             out.append(slot.placeholder)
         return out
 
+    def held(self) -> list[tuple[str, PodInfo]]:
+        """Every live slot as (its claimer's UID, else the UID it was planned for; placeholder)."""
+        with self.lock:
+            self._expire()
+            return [(s.claimed_by or s.planned_for, s.placeholder)
+                    for res in self._owners.values() for s in res.slots.values()]
+
     def describe(self) -> list[dict[str, Any]]:
         with self.lock:
             self._expire()

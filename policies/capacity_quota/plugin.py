@@ -1,0 +1,296 @@
+"""CapacityQuota: elastic quotas per namespace (guaranteed ``min``, ceiling ``max``, borrowing and
+reclaim) for the managed resources, through PreEnqueue, PreFilter/Filter and PostFilter.
+
+Quotas come from ElasticQuota objects (``scheduling.x-k8s.io/v1alpha1``) when the cluster serves
+the CRD and from the plugin's args (``quotas``) otherwise; an object wins over the args for its
+namespace. The rules are ``logic``'s; this module feeds them what the engine holds:
+
+* **Use** of a namespace = its pods accounted on nodes (bound, assumed, reserved from the
+  allocation ledger) + capacity held for its pods not bound yet (reservation slots: pods admitted
+  at the gate, a gang's planned placement) + its pending pods nominated after a preemption. Pods
+  being deleted do not count (their capacity is on its way back). All of it is read from the
+  cache and the reservations, so it is rebuilt after a restart with nothing of its own to lose;
+  it is recomputed only when one of them changed.
+* **Admission** (PreEnqueue, pods created with the extender's scheduling gate) also counts the
+  pods already admitted - pending without a scheduling gate, in kube-scheduler's queue - so pods
+  over quota never reach kube-scheduler. A gang is judged whole: the demand is every pending
+  member of its group, so either the group fits or none of it is admitted.
+* **Filter** (PreFilter once per cycle; Filter for simulated nodes, where the pods missing from
+  the node - preemption victims - no longer count): over ``max``, or borrowing more than the
+  others leave unused, is Unschedulable with the numbers.
+* **PostFilter**: preemption that honours the quotas (``logic.victims_on``): a pod within its
+  ``min`` reclaims from borrowers; victims are evicted with their grace period, Events on both
+  sides, and the pod is nominated to the node (the engine then holds the room for it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from extender.framework.cycle_state import CycleState
+from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.handle import Handle, WriteError
+from extender.framework.interfaces import PreFilterResult
+from extender.framework.pod_group import GROUP_LABEL, group_of
+from extender.framework.registration import PluginSpec
+from extender.framework.resources import format_milli
+from extender.framework.status import Code, Status
+from extender.framework.views import NodeInfo, PodInfo
+from policies._args import parser
+from policies.capacity_quota import logic
+from policies.capacity_quota.args import QuotaArgs, QuotaArgsSchema
+
+NAME = "CapacityQuota"
+log = logging.getLogger(__name__)
+
+_CHECKED = NAME + "/checked"
+"""CycleState key: PreFilter found the pod within its quota on the real cluster."""
+
+
+@dataclass
+class _Table:
+    """The use per namespace and what each pod contributes, for one state of cache and holds."""
+
+    key: tuple[int, int, int]
+    quotas: dict[str, QuotaSpec]
+    in_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    admitted: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Pending pods out of the gate (in kube-scheduler's queue), per namespace."""
+    waiting: dict[str, dict[str, int]] = field(default_factory=dict)
+    """What pending pods ask for, per namespace (the pending demand)."""
+    by_uid: dict[str, list[tuple[str, Mapping[str, int], bool]]] = field(default_factory=dict)
+    """uid -> (namespace, amounts, counted only at admission) per contribution."""
+
+    def count(self, uid: str, namespace: str, amounts: Mapping[str, int], admitted: bool = False) -> None:
+        logic.add((self.admitted if admitted else self.in_use).setdefault(namespace, {}), amounts)
+        self.by_uid.setdefault(uid, []).append((namespace, amounts, admitted))
+
+    def used(self, admission: bool, without: Sequence[str] = ()) -> dict[str, dict[str, int]]:
+        """Use per namespace (``admission``: admitted pods too), minus the contributions of the
+        pods ``without``."""
+        out = {ns: dict(v) for ns, v in self.in_use.items()}
+        if admission:
+            for ns, v in self.admitted.items():
+                logic.add(out.setdefault(ns, {}), v)
+        for uid in without:
+            for ns, amounts, at_admission in self.by_uid.get(uid, ()):
+                if admission or not at_admission:
+                    logic.add(out.setdefault(ns, {}), amounts, -1)
+        return out
+
+
+def _gated(pod: PodInfo) -> bool:
+    return bool((pod.raw.get("spec") or {}).get("schedulingGates"))
+
+
+class CapacityQuota:
+    name = NAME
+
+    def __init__(self, args: QuotaArgs, handle: Handle) -> None:
+        self.handle = handle
+        managed = handle.managed_resources
+        self.configured = {ns: q.limited_to(managed) for ns, q in args.quotas.items()}
+        self._table_cache: _Table | None = None
+        self._lock = threading.Lock()
+        self._generations = itertools.count(-2 * 10**9, -1)
+        self._shadowed: set[str] = set()
+
+    # ---- what the cluster holds ---------------------------------------------------------------
+
+    def quotas(self) -> dict[str, QuotaSpec]:
+        """The quota of each namespace that has one: its ElasticQuota (the first by name when it
+        has several), else the configured one; managed resources only."""
+        out = dict(self.configured)
+        objects: set[str] = set()
+        for spec in self.handle.quotas():
+            if spec.namespace in objects:
+                if spec.namespace not in self._shadowed:
+                    self._shadowed.add(spec.namespace)
+                    log.warning("several ElasticQuotas in one namespace: the first by name counts",
+                                extra={"namespace": spec.namespace, "ignored": spec.source})
+                continue
+            objects.add(spec.namespace)
+            out[spec.namespace] = spec.limited_to(self.handle.managed_resources)
+        return out
+
+    def _table(self) -> _Table:
+        reservations = self.handle.reservations
+        reservations.nodes()  # drops expired holds first: the version then tells
+        snapshot = self.handle.snapshot()
+        key = (self.handle.change_count(), snapshot.generation, reservations.version)
+        with self._lock:
+            if self._table_cache is not None and self._table_cache.key == key:
+                return self._table_cache
+        table = _Table(key, self.quotas())
+        accounted: set[str] = set()
+        for node in snapshot:
+            for p in node.pods.values():
+                accounted.add(p.uid)
+                if p.requests and not p.deleting and not p.terminal:
+                    table.count(p.uid, p.namespace, p.requests)
+        represented: set[str] = set()
+        for uid, placeholder in reservations.held():
+            if uid not in accounted and placeholder.requests:
+                table.count(uid or placeholder.uid, placeholder.namespace, placeholder.requests)
+                represented.add(uid)
+        for p in self.handle.pending_pods():
+            if not p.requests or p.deleting or p.terminal or p.uid in accounted:
+                continue
+            logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
+            if p.uid in represented:
+                continue
+            if p.nominated_node_name:
+                table.count(p.uid, p.namespace, p.requests)
+            elif not _gated(p):
+                table.count(p.uid, p.namespace, p.requests, admitted=True)
+        with self._lock:
+            self._table_cache = table
+        return table
+
+    def _unit(self, pod: PodInfo) -> list[PodInfo]:
+        """The pod, and the pending members of its pod group: judged as one."""
+        group = group_of(pod.labels)
+        if group is None:
+            return [pod]
+        return [pod, *(m for m in self.handle.find_pods(pod.namespace, {GROUP_LABEL: group})
+                       if not m.node_name and m.uid != pod.uid)]
+
+    def verdict(self, pod: PodInfo, *, admission: bool, removed: Sequence[str] = ()) -> str | None:
+        """None when ``pod`` (with its group) fits its namespace's quota; else why not. ``removed``:
+        pods taken away in a simulation (victims) no longer count."""
+        table = self._table()
+        if pod.namespace not in table.quotas or not pod.requests:
+            return None
+        unit = self._unit(pod)
+        used = table.used(admission, [*(u.uid for u in unit), *removed])
+        demand = logic.total(u.requests for u in unit)
+        why = logic.check(table.quotas, used, pod.namespace, demand)
+        if why and len(unit) > 1:
+            why += f" for pod group {group_of(pod.labels)} ({len(unit)} pending members)"
+        return why
+
+    # ---- extension points ---------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        why = self.verdict(pod, admission=True)
+        return Status.unschedulable(why) if why else Status()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Any) -> tuple[PreFilterResult | None, Status]:
+        why = self.verdict(pod, admission=False)
+        if why:
+            return None, Status.unschedulable(why)
+        state.write(_CHECKED, True)
+        return None, Status()
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        removed: list[str] = []
+        if node.generation < 0:  # simulated: the pods it lacks (victims) give their quota back
+            real = self.handle.snapshot().get(node.name)
+            if real is not None:
+                removed = [uid for uid in real.pods if uid not in node.pods]
+        if not removed and state.get(_CHECKED):
+            return Status()
+        why = self.verdict(pod, admission=False, removed=removed)
+        return Status.unschedulable(why) if why else Status()
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
+        if pod.preemption_policy == "Never":
+            return None, Status.unschedulable("preemptionPolicy is Never")
+        snapshot = self.handle.snapshot()
+        if pod.nominated_node_name:
+            nominated = snapshot.get(pod.nominated_node_name)
+            if nominated is not None and any(p.deleting for p in nominated.pods.values()):
+                return None, Status.unschedulable("waiting for earlier victims to terminate")
+        table = self._table()
+        unit = self._unit(pod)
+        used = table.used(False, [u.uid for u in unit])
+        demand = logic.total(u.requests for u in unit)
+        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}), demand)
+        candidates = []
+        for name, st in statuses.items():
+            node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
+            if node is None:
+                continue
+            victims = logic.victims_on(node.pods.values(), pod, table.quotas, used, reclaiming,
+                                       self._fitting(pod, node))
+            if victims:
+                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(list(victims)))))
+        for candidate in sorted(candidates, key=logic.Candidate.rank):
+            if self._preempt(pod, candidate, table, used):
+                return candidate.node, Status()
+        what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"
+        return None, Status.unschedulable(f"no node where evicting {what} makes room within the quotas")
+
+    def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
+        """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
+        def fits(victims: Sequence[PodInfo]) -> bool:
+            sim = node
+            for v in victims:
+                sim = sim.without_pod(v.uid, next(self._generations))
+            return self.handle.run_filters(CycleState(), pod, sim).ok
+        return fits
+
+    def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
+                 used: Mapping[str, Mapping[str, int]]) -> bool:
+        writer = self.handle.writer
+        evicted = 0
+        for victim in candidate.victims:
+            grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
+            try:
+                writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
+            except WriteError as exc:
+                log.info("eviction refused", extra={"pod": pod.key, "victim": victim.key, "node": candidate.node,
+                                                    "error": str(exc), "already_evicted": evicted})
+                if not evicted:
+                    return False  # nothing lost: try the next node
+                break
+            evicted += 1
+            writer.record_event(victim.raw, type_="Normal", reason="Preempted",
+                                message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
+                                        f"{candidate.node}: {self._why(victim, pod, table, used)}", related=pod.raw)
+        try:
+            writer.set_nominated_node(pod.namespace, pod.name, candidate.node)
+        except WriteError as exc:
+            log.warning("nominating failed", extra={"pod": pod.key, "error": str(exc)})
+        borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]
+        message = f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node " \
+                  f"{candidate.node}; nominated there"
+        if borrowers:
+            message += f"; reclaimed namespace {pod.namespace}'s guaranteed quota from borrowers {', '.join(borrowers)}"
+        writer.record_event(pod.raw, type_="Normal", reason="Preempting", message=message)
+        log.info("preempted", extra={"pod": pod.key, "node": candidate.node, "reclaimed_from": borrowers,
+                                     "victims": [v.key for v in candidate.victims]})
+        return True
+
+    @staticmethod
+    def _why(victim: PodInfo, pod: PodInfo, table: _Table, used: Mapping[str, Mapping[str, int]]) -> str:
+        quota = table.quotas.get(victim.namespace)
+        if victim.namespace == pod.namespace or quota is None:
+            return "lower priority"
+        mine = used.get(victim.namespace, {})
+        over = ", ".join(f"{r} {format_milli(mine.get(r, 0))} of min {format_milli(quota.min.get(r, 0))}"
+                         for r in sorted(victim.requests) if mine.get(r, 0) > quota.min.get(r, 0))
+        return (f"namespace {victim.namespace} borrows beyond its min ({over}) and namespace {pod.namespace} "
+                f"reclaims its guaranteed quota")
+
+    # ---- what /debug/quota, /debug/pods and the gauges show ------------------------------------
+
+    def quota_verdict(self, pod: PodInfo) -> str | None:
+        return self.verdict(pod, admission=_gated(pod))
+
+    def quota_report(self) -> dict[str, dict[str, dict[str, int | None]]]:
+        """Per namespace with a quota, per resource: min, max (None: none), used, borrowed, lent,
+        pending (milli-units)."""
+        table = self._table()
+        shares = logic.shares(table.quotas, table.used(False), table.waiting)
+        return {ns: {r: {"min": s.min, "max": s.max, "used": s.used, "borrowed": s.borrowed, "lent": s.lent,
+                         "pending": s.pending} for r, s in per.items()}
+                for ns, per in sorted(shares.items())}
+
+
+SPEC = PluginSpec(NAME, CapacityQuota, parser(QuotaArgsSchema),
+                  "Elastic quotas per namespace: guaranteed min, max, borrowing and reclaim (ElasticQuota).")
