@@ -187,7 +187,7 @@ def mode_ids(files: list[str]) -> list[str]:
 def test_ci_values_cover_the_required_setups() -> None:
     assert SECOND and STANDALONE
     want = {"default", "second-scheduler", "tls-client-verification", "ha", "networkpolicy-servicemonitor",
-            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue", "nvidia"}
+            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue", "nvidia", "quota"}
     assert want <= set(CI_IDS)
 
 
@@ -651,6 +651,9 @@ def expected_rules(v: dict[str, Any]) -> list[dict[str, Any]]:
         rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]})
     if f["gang"]:
         rules.append({"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]})
+    if f.get("quota"):
+        rules.append({"apiGroups": ["scheduling.x-k8s.io"], "resources": ["elasticquotas"],
+                      "verbs": ["get", "list", "watch"]})
     return rules
 
 
