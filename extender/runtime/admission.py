@@ -23,7 +23,9 @@ after ``holdTimeout`` seconds without kube-scheduler binding it, whichever comes
 counts against the pod itself or the members of its pod group (Gang plans for those as one). A
 pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try it yet).
 A pod that PreEnqueue admits but for which no node has room once the holds are counted stays
-gated.
+gated - unless its profile's PostFilter plugins make room for it (preemption: a quota plugin
+reclaiming lent capacity, say), as they would in kube-scheduler's cycle: it is then admitted,
+nominated to that node, and the nomination holds the room instead of an admission hold.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message) whenever its verdict is new or changes, so ``kubectl describe pod`` tells
@@ -45,7 +47,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from extender.framework.cycle_state import CycleState
 from extender.framework.handle import WriteError
+from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
 from extender.runtime.engine import Engine, admission_owner, same_unit
 
@@ -123,14 +127,17 @@ class Admitter:
                 continue
             evaluated += 1
             st = fw.run_pre_enqueue(pod)
-            if not st.ok:
+            preempted = not st.ok and self._preempted_for(pod, st)
+            if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
                 self._hold_at_gate(pod, _Verdict(st.plugin or "", reason))
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            node = self.engine.placement(pod, strict=True) if pod.requests else ""
+            node = "" if preempted or not pod.requests else self.engine.placement(pod, strict=True)
+            if node is None and self._preempted_for(pod, None):
+                node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason
@@ -158,6 +165,42 @@ class Admitter:
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
+
+    def _preempted_for(self, pod: PodInfo, refused: Status | None) -> bool:
+        """No node has room for ``pod`` (``refused``: the PreEnqueue verdict that said so): did its
+        profile's PostFilter plugins make some (evicting victims, nominating it)? Only when every
+        PreEnqueue plugin that is not also a Filter plugin admits it: those that are (capacity,
+        quota) judge what preemption changes; the others (a gang's members) do not. The statuses
+        PostFilter sees are Filter's over every node with the capacity held for others counted,
+        as in a filter call."""
+        fw = self.engine.framework_for(pod)
+        if not fw.post_filter_plugins or pod.preemption_policy == "Never":
+            return False
+        if refused is not None:
+            if refused.code is not Code.UNSCHEDULABLE:
+                return False
+            judges = {p.name for p in fw.filter_plugins}
+            if any(p.name not in judges and not p.pre_enqueue(pod).ok for p in fw.pre_enqueue_plugins):
+                return False
+        state = CycleState()
+        snapshot = self.engine.cache.snapshot()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        if st.code is Code.ERROR:
+            return False
+        if not st.ok:
+            statuses = {n.name: st for n in snapshot}
+        else:
+            nodes = [self.engine.with_held(n, pod, strict=True) for n in snapshot
+                     if allowed is None or n.name in allowed]
+            result = fw.run_filter(state, pod, nodes)
+            if result.feasible:
+                return False
+            statuses = result.rejected
+        nominated, st = fw.run_post_filter(state, pod, statuses)
+        if st.ok and nominated:
+            log.info("preempted at admission", extra={"pod": pod.key, "node": nominated})
+            return True
+        return False
 
     def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
         """Keep ``verdict`` for the pod and, when it is new, say it on the pod (best effort)."""

@@ -197,3 +197,35 @@ def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
     assert "would use 4 example.com/gpu, above its max 3 (in use 0, asking 4) for pod group big (4 pending members)" \
         in held[0]
     assert not any(c.pod.startswith("team-a/big") for c in scheduler.cycles)
+
+
+def test_a_gated_pod_within_its_min_reclaims_at_admission() -> None:
+    """The node is full of team-a's borrowed pods; team-b's gated pods, within team-b's min, find
+    no room at the gate: admission runs the PostFilter, which evicts two borrowers, and admits
+    them nominated to the node - they bind without ever being rejected for room."""
+    ours, scheduler = world("config", [pod(f"a{i}", "team-a", priority=100) for i in range(4)])
+    ours.drive(scheduler, every=1.0, until=20)
+    scheduler.after(5, "team-b arrives",
+                    lambda: [ours.cluster.add_pod(pod(f"b{i}", "team-b", gated=True)) for i in range(2)])
+    scheduler.run()
+    assert bound(ours, "team-b") == ["team-b/b0", "team-b/b1"] and len(bound(ours, "team-a")) == 2
+    assert len(events(ours, "Preempted")) == 2
+    assert not any(c.pod.startswith("team-b/") and c.outcome != "scheduled" for c in scheduler.cycles)
+
+
+def test_an_incomplete_gang_does_not_preempt_at_admission() -> None:
+    """team-b's gated group of 3 has 2 members: Gang holds it at the gate, so no room is made for
+    it though it is within team-b's min - nothing is evicted."""
+    ours, scheduler = world("config", [pod(f"a{i}", "team-a", priority=100) for i in range(4)])
+    ours.drive(scheduler, every=1.0, until=10)
+
+    def arrive() -> None:
+        for i in range(2):
+            member = pod(f"b{i}", "team-b", gated=True, group="g")
+            member["metadata"]["annotations"] = {"kube-extender.io/pod-group-min-member": "3"}
+            ours.cluster.add_pod(member)
+    scheduler.after(5, "team-b arrives", arrive)
+    scheduler.run()
+    assert len(bound(ours, "team-a")) == 4 and events(ours, "Preempted") == []
+    held = [e["message"] for e in events(ours, "WaitingForAdmission") if e["object"] == "team-b/b0"]
+    assert held and "pod group g has 2 of 3 members" in held[-1]
