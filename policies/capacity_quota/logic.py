@@ -132,6 +132,34 @@ def may_evict(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpe
     return preemptor.namespace not in quotas and victim.priority < preemptor.priority
 
 
+class _Budget:
+    """What evictions may still take from each namespace with a quota without taking it below
+    its ``min`` (the preemptor's own namespace is bound by priority alone)."""
+
+    def __init__(self, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], used: Mapping[str, Amounts]) -> None:
+        self.preemptor, self.quotas, self.used = preemptor, quotas, used
+        self.taken: dict[str, dict[str, int]] = {}
+
+    def take(self, p: PodInfo) -> bool:
+        """Take ``p`` if its namespace stays at or above its ``min`` on every resource it holds."""
+        quota = self.quotas.get(p.namespace)
+        if quota is not None and p.namespace != self.preemptor.namespace:
+            mine, gone = self.used.get(p.namespace, {}), self.taken.get(p.namespace, {})
+            if any(mine.get(r, 0) - gone.get(r, 0) - v < quota.min.get(r, 0) for r, v in p.requests.items() if v > 0):
+                return False
+        add(self.taken.setdefault(p.namespace, {}), p.requests)
+        return True
+
+
+def allowed_victims(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
+                    used: Mapping[str, Amounts], reclaiming: bool) -> list[PodInfo]:
+    """Of ``pods`` (proposed victims), those the quotas let ``preemptor`` evict together, taken
+    lowest priority first."""
+    budget = _Budget(preemptor, quotas, used)
+    return [p for p in sorted(pods, key=importance, reverse=True)
+            if may_evict(p, preemptor, quotas, reclaiming) and budget.take(p)]
+
+
 def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
                used: Mapping[str, Amounts], reclaiming: bool,
                fits: Callable[[Sequence[PodInfo]], bool]) -> tuple[PodInfo, ...] | None:
@@ -142,23 +170,13 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     important first - the fewest, least important victims."""
     allowed = sorted((p for p in pods if may_evict(p, preemptor, quotas, reclaiming)),
                      key=importance, reverse=True)
-    taken: dict[str, dict[str, int]] = {}
+    budget = _Budget(preemptor, quotas, used)
     victims: list[PodInfo] = []
-
-    def room(p: PodInfo) -> bool:
-        quota = quotas.get(p.namespace)
-        if quota is None or p.namespace == preemptor.namespace:
-            return True
-        mine, gone = used.get(p.namespace, {}), taken.get(p.namespace, {})
-        return all(mine.get(r, 0) - gone.get(r, 0) - v >= quota.min.get(r, 0) for r, v in p.requests.items() if v > 0)
-
     for p in allowed:
         if fits(victims):
             break
-        if not room(p):
-            continue
-        victims.append(p)
-        add(taken.setdefault(p.namespace, {}), p.requests)
+        if budget.take(p):
+            victims.append(p)
     if not victims or not fits(victims):
         return None
     for p in sorted(victims, key=importance):

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 from extender.framework.cycle_state import CycleState
 from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.handle import Handle, WriteError
-from extender.framework.interfaces import PreFilterResult
+from extender.framework.interfaces import PreFilterResult, Victim
 from extender.framework.pod_group import GROUP_LABEL, group_of
 from extender.framework.registration import PluginSpec
 from extender.framework.resources import format_milli
@@ -224,6 +224,29 @@ class CapacityQuota:
                 return candidate.node, Status()
         what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"
         return None, Status.unschedulable(f"no node where evicting {what} makes room within the quotas")
+
+    def process_preemption(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                           victims: Sequence[Victim]) -> tuple[list[Victim], Status]:
+        """kube-scheduler's own preemption (the preempt verb) knows no quotas: of its victims
+        (all of lower priority) keep those this plugin's rules allow - never a pod whose eviction
+        takes a namespace with a quota below its ``min``, nor one of another namespace with a
+        quota when the preemptor is beyond its own ``min`` - and drop the node when those left do
+        not make room (Filter, this plugin's check included, on the node without them)."""
+        table = self._table()
+        if not table.quotas:
+            return list(victims), Status()
+        unit = self._unit(pod)
+        used = table.used(False, [u.uid for u in unit])
+        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
+                                      logic.total(u.requests for u in unit))
+        known = [v.pod for v in victims if v.pod is not None]
+        allowed = set(logic.allowed_victims(known, pod, table.quotas, used, reclaiming))
+        kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
+        if len(kept) < len(victims) and not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
+            dropped = sorted(v.pod.key for v in victims if v.pod is not None and v.pod.uid not in allowed)
+            return [], Status.unschedulable(f"the victims that make room ({', '.join(dropped)}) are protected by "
+                                            "their namespaces' quotas")
+        return kept, Status()
 
     def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
         """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""

@@ -229,3 +229,23 @@ def test_an_incomplete_gang_does_not_preempt_at_admission() -> None:
     assert len(bound(ours, "team-a")) == 4 and events(ours, "Preempted") == []
     still = ours.cluster.get_pod("team-b", "b0")
     assert still is not None and still["spec"].get("schedulingGates") == [{"name": GATE}]
+
+
+def test_kube_schedulers_own_preemption_never_takes_a_namespace_below_its_min() -> None:
+    """GPUs counted by kube-scheduler too (``ignoredByScheduler: false``), so its own preemption
+    proposes victims through the preempt verb. team-b's high-priority pod is beyond team-b's min:
+    kube-scheduler proposes one of team-a's pods (lower priority, but within team-a's min); the
+    extender drops it, and with it the node: team-a keeps its guarantee, the pod stays pending."""
+    config = quota_config(TWO_TEAMS)
+    config["managedResources"] = [{"name": GPU, "ignoredByScheduler": False}]
+    ours, scheduler = virtual_world([make_node("n1").alloc(gpu=4).obj()], scheduler={"pod_max_backoff_seconds": 1.0},
+                                    **config)
+    for p in [pod("a0", "team-a"), pod("a1", "team-a"), pod("b0", "team-b", priority=50),
+              pod("b1", "team-b", priority=50)]:
+        ours.cluster.add_pod(p)
+    scheduler.after(5, "b2", lambda: ours.cluster.add_pod(pod("b2", "team-b", priority=100)))
+    scheduler.run()
+    assert bound(ours, "team-a") == ["team-a/a0", "team-a/a1"] and events(ours, "Preempted") == []
+    (attempt, *_) = [c for c in scheduler.cycles if c.pod == "team-b/b2"]
+    assert attempt.preemption is not None and attempt.preemption["result"] == "vetoed"
+    assert attempt.preemption["candidates"] == {"n1": ["team-a/a1"]} and attempt.preemption["extenders"][0]["kept"] == {}
