@@ -20,7 +20,9 @@ namespace. The rules are ``logic``'s; this module feeds them what the engine hol
   others leave unused, is Unschedulable with the numbers.
 * **PostFilter**: preemption that honours the quotas (``logic.victims_on``): a pod within its
   ``min`` reclaims from borrowers; victims are evicted with their grace period, Events on both
-  sides, and the pod is nominated to the node (the engine then holds the room for it).
+  sides, and the pod is nominated to the node (the engine then holds the room for it). The
+  admitter runs it for a gated pod no node has room for, so reclaim works at the gate too.
+* **Preempt verb**: kube-scheduler's own victims are kept only as far as the quotas allow.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import itertools
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.elastic_quota import QuotaSpec
@@ -53,7 +55,8 @@ _CHECKED = NAME + "/checked"
 
 @dataclass
 class _Table:
-    """The use per namespace and what each pod contributes, for one state of cache and holds."""
+    """The use per namespace and what each pod not accounted on a node contributes, for one
+    state of cache and holds."""
 
     key: tuple[int, int, int]
     quotas: dict[str, QuotaSpec]
@@ -63,15 +66,18 @@ class _Table:
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)
     """What pending pods ask for, per namespace (the pending demand)."""
     by_uid: dict[str, list[tuple[str, Mapping[str, int], bool]]] = field(default_factory=dict)
-    """uid -> (namespace, amounts, counted only at admission) per contribution."""
+    """uid -> (namespace, amounts, counted only at admission) per contribution of a pod that is
+    not accounted on a node (held for it, nominated, admitted)."""
 
     def count(self, uid: str, namespace: str, amounts: Mapping[str, int], admitted: bool = False) -> None:
         logic.add((self.admitted if admitted else self.in_use).setdefault(namespace, {}), amounts)
         self.by_uid.setdefault(uid, []).append((namespace, amounts, admitted))
 
-    def used(self, admission: bool, without: Sequence[str] = ()) -> dict[str, dict[str, int]]:
+    def used(self, admission: bool, without: Sequence[str] = (),
+             removed: Sequence[PodInfo] = ()) -> dict[str, dict[str, int]]:
         """Use per namespace (``admission``: admitted pods too), minus the contributions of the
-        pods ``without``."""
+        pods ``without`` (pending: the pod judged and its group) and of ``removed`` (pods
+        accounted on a node, taken away in a simulation)."""
         out = {ns: dict(v) for ns, v in self.in_use.items()}
         if admission:
             for ns, v in self.admitted.items():
@@ -80,7 +86,22 @@ class _Table:
             for ns, amounts, at_admission in self.by_uid.get(uid, ()):
                 if admission or not at_admission:
                     logic.add(out.setdefault(ns, {}), amounts, -1)
+        for p in removed:
+            if _counted(p):
+                logic.add(out.setdefault(p.namespace, {}), p.requests, -1)
         return out
+
+
+def _counted(p: PodInfo) -> bool:
+    """Does this pod, accounted on a node, count in its namespace's use?"""
+    return bool(p.requests) and not p.deleting and not p.terminal
+
+
+@dataclass
+class _NodeUse:
+    generation: int
+    uids: frozenset[str]
+    per_namespace: dict[str, dict[str, int]]
 
 
 def _gated(pod: PodInfo) -> bool:
@@ -96,6 +117,13 @@ class CapacityQuota:
         self.configured = {ns: q.limited_to(managed) for ns, q in args.quotas.items()}
         self._table_cache: _Table | None = None
         self._lock = threading.Lock()
+        self._nodes: dict[str, _NodeUse] = {}
+        """What each node's pods use, by the generation of the NodeInfo it was read from: a
+        rebuild reads again only the nodes that changed."""
+        self._accounted: dict[str, dict[str, int]] = {}
+        """The sum of ``_nodes``, per namespace."""
+        self._node_of: dict[str, str] = {}
+        """uid -> node, of every pod accounted on a node."""
         self._generations = itertools.count(-2 * 10**9, -1)
         self._shadowed: set[str] = set()
 
@@ -125,13 +153,48 @@ class CapacityQuota:
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache
-        table = _Table(key, self.quotas())
-        accounted: set[str] = set()
+            self._follow_nodes(snapshot)
+            table = _Table(key, self.quotas(), {ns: dict(v) for ns, v in self._accounted.items()})
+            self._add_unbound(table, self._node_of.keys())
+            self._table_cache = table
+        return table
+
+    def _follow_nodes(self, snapshot: Any) -> None:
+        """Bring ``_nodes``, ``_accounted`` and ``_node_of`` to ``snapshot`` (lock held)."""
+        seen: set[str] = set()
         for node in snapshot:
+            seen.add(node.name)
+            known = self._nodes.get(node.name)
+            if known is not None and known.generation == node.generation:
+                continue
+            per_namespace: dict[str, dict[str, int]] = {}
             for p in node.pods.values():
-                accounted.add(p.uid)
-                if p.requests and not p.deleting and not p.terminal:
-                    table.count(p.uid, p.namespace, p.requests)
+                if _counted(p):
+                    logic.add(per_namespace.setdefault(p.namespace, {}), p.requests)
+            self._forget_node(node.name)
+            use = _NodeUse(node.generation, frozenset(node.pods), per_namespace)
+            self._nodes[node.name] = use
+            for ns, amounts in per_namespace.items():
+                logic.add(self._accounted.setdefault(ns, {}), amounts)
+            for uid in use.uids:
+                self._node_of[uid] = node.name
+        for name in [n for n in self._nodes if n not in seen]:
+            self._forget_node(name)
+
+    def _forget_node(self, name: str) -> None:
+        known = self._nodes.pop(name, None)
+        if known is None:
+            return
+        for ns, amounts in known.per_namespace.items():
+            logic.add(self._accounted[ns], amounts, -1)
+        for uid in known.uids:
+            if self._node_of.get(uid) == name:
+                del self._node_of[uid]
+
+    def _add_unbound(self, table: _Table, accounted: Collection[str]) -> None:
+        """Count what is held, nominated or admitted for pods not accounted on a node, and what
+        pending pods ask for."""
+        reservations = self.handle.reservations
         represented: set[str] = set()
         for uid, placeholder in reservations.held():
             if uid not in accounted and placeholder.requests:
@@ -147,9 +210,6 @@ class CapacityQuota:
                 table.count(p.uid, p.namespace, p.requests)
             elif not _gated(p):
                 table.count(p.uid, p.namespace, p.requests, admitted=True)
-        with self._lock:
-            self._table_cache = table
-        return table
 
     def _unit(self, pod: PodInfo) -> list[PodInfo]:
         """The pod, and the pending members of its pod group: judged as one."""
@@ -159,14 +219,14 @@ class CapacityQuota:
         return [pod, *(m for m in self.handle.find_pods(pod.namespace, {GROUP_LABEL: group})
                        if not m.node_name and m.uid != pod.uid)]
 
-    def verdict(self, pod: PodInfo, *, admission: bool, removed: Sequence[str] = ()) -> str | None:
+    def verdict(self, pod: PodInfo, *, admission: bool, removed: Sequence[PodInfo] = ()) -> str | None:
         """None when ``pod`` (with its group) fits its namespace's quota; else why not. ``removed``:
         pods taken away in a simulation (victims) no longer count."""
         table = self._table()
         if pod.namespace not in table.quotas or not pod.requests:
             return None
         unit = self._unit(pod)
-        used = table.used(admission, [*(u.uid for u in unit), *removed])
+        used = table.used(admission, [u.uid for u in unit], removed)
         demand = logic.total(u.requests for u in unit)
         why = logic.check(table.quotas, used, pod.namespace, demand)
         if why and len(unit) > 1:
@@ -187,11 +247,11 @@ class CapacityQuota:
         return None, Status()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        removed: list[str] = []
+        removed: list[PodInfo] = []
         if node.generation < 0:  # simulated: the pods it lacks (victims) give their quota back
             real = self.handle.snapshot().get(node.name)
             if real is not None:
-                removed = [uid for uid in real.pods if uid not in node.pods]
+                removed = [p for uid, p in real.pods.items() if uid not in node.pods]
         if not removed and state.get(_CHECKED):
             return Status()
         why = self.verdict(pod, admission=False, removed=removed)
