@@ -97,8 +97,8 @@ SCHEMA_PROBLEMS = ["servr: unknown key (did you mean server?)",
         "profiles[0].plugins.multiPoint.disabled[0]: unknown plugin 'NodeResorces' (did you mean NodeResources?)",
         "profiles[1].plugins.postFilter.enabled[0].name: unknown plugin 'ManagedPremption' "
         "(did you mean ManagedPreemption?)",
-        "profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: DefaultBinder, DeviceShare, Gang, "
-        "ManagedPreemption, NodeResources, PrioritySort)",
+        "profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: CapacityQuota, DefaultBinder, "
+        "DeviceShare, Gang, ManagedPreemption, NodeResources, PrioritySort)",
         "profiles[1].pluginConfig[NodeResources].args.scoringStrategy.typ: unknown key (did you mean type?)",
     ], id="the profiles parse: every plugin problem comes with the others"),
 ])
