@@ -82,17 +82,11 @@ def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class _QuotaEntry:
-    raw: dict[str, Any]
-    spec: QuotaSpec | None
-    """None when the object is malformed."""
+class _Entry:
+    """A stored PodGroup or ElasticQuota: trimmed, and its typed spec (None when malformed)."""
 
-
-@dataclass(frozen=True, slots=True)
-class _PodGroupEntry:
     raw: dict[str, Any]
-    spec: PodGroupSpec | None
-    """None when the object is malformed."""
+    spec: Any
 
 
 @dataclass(slots=True)
@@ -131,8 +125,8 @@ class ClusterCache:
         """node -> pending pods nominated to it (status.nominatedNodeName)."""
         self._nominee_node: dict[str, str] = {}
         self._budgets: dict[str, Budget] = {}
-        self._pod_groups: dict[str, _PodGroupEntry] = {}
-        self._quotas: dict[str, _QuotaEntry] = {}
+        self._pod_groups: dict[str, _Entry] = {}
+        self._quotas: dict[str, _Entry] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
@@ -465,36 +459,45 @@ class ClusterCache:
         ``pod_group_spec``. Raises ValueError for an object without a name (nothing to key it by).
         Only a change of what is stored other than the resourceVersion (a status update) counts
         as a change for ``change_count``."""
-        name = (raw.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError("PodGroup metadata.name must be a non-empty string")
-        trimmed = trim_pod_group(raw)
-        problem, spec = PodGroupSpec.parse(trimmed)
-        key = pod_key(trimmed["metadata"]["namespace"], name)
-        with self._lock:
-            previous = self._pod_groups.get(key)
-            self._pod_groups[key] = _PodGroupEntry(trimmed, spec)
-            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
-                self._record(ClusterEvent.POD_GROUP_CHANGE, key)
-                if problem is not None:
-                    log.warning("malformed PodGroup: plugins will ignore it",
-                                extra={"pod_group": key, "error": problem})
+        self._keep(self._pod_groups, raw, "PodGroup", PodGroupSpec.parse, ClusterEvent.POD_GROUP_CHANGE, "pod_group")
 
     def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
         """The PodGroup was deleted. A deletion naming another UID than the stored one (an older
         incarnation) is ignored."""
+        self._drop(self._pod_groups, raw, ClusterEvent.POD_GROUP_CHANGE)
+
+    def _keep(self, store: dict[str, _Entry], raw: Mapping[str, Any], kind: str,
+              parse: Callable[[Mapping[str, Any]], tuple[str | None, Any]], event: ClusterEvent, field: str) -> None:
+        """Store a custom object of ``kind`` (see ``upsert_pod_group``); a malformed one is logged
+        with its key under ``field``."""
+        name = (raw.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{kind} metadata.name must be a non-empty string")
+        trimmed = trim_pod_group(raw)
+        problem, spec = parse(trimmed)
+        key = pod_key(trimmed["metadata"]["namespace"], name)
+        with self._lock:
+            previous = store.get(key)
+            store[key] = _Entry(trimmed, spec)
+            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
+                self._record(event, key)
+                if problem is not None:
+                    log.warning("malformed object: plugins will ignore it",
+                                extra={"kind": kind, field: key, "error": problem})
+
+    def _drop(self, store: dict[str, _Entry], raw: Mapping[str, Any], event: ClusterEvent) -> None:
         meta = raw.get("metadata") or {}
         key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         uid = meta.get("uid")
         with self._lock:
-            current = self._pod_groups.get(key)
+            current = store.get(key)
             if current is None:
                 return
             stored_uid = current.raw["metadata"].get("uid")
             if uid and stored_uid and uid != stored_uid:
                 return
-            del self._pod_groups[key]
-            self._record(ClusterEvent.POD_GROUP_CHANGE, key)
+            del store[key]
+            self._record(event, key)
 
     def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The stored PodGroup (trimmed raw dict: metadata name/namespace/uid/resourceVersion/
@@ -518,38 +521,14 @@ class ClusterCache:
     # ---- elastic quotas (scheduling.x-k8s.io ElasticQuota) ------------------------------------
 
     def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
-        """Add or update an ElasticQuota, stored trimmed even when malformed (logged when it
-        arrives or its spec changes; left out of ``quota_specs``). Raises ValueError for an object
-        without a name."""
-        name = (raw.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError("ElasticQuota metadata.name must be a non-empty string")
-        trimmed = trim_pod_group(raw)  # the same trimming: identity and a private copy of the spec
-        problem, spec = QuotaSpec.parse(trimmed)
-        key = pod_key(trimmed["metadata"]["namespace"], name)
-        with self._lock:
-            previous = self._quotas.get(key)
-            self._quotas[key] = _QuotaEntry(trimmed, spec)
-            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
-                self._record(ClusterEvent.QUOTA_CHANGE, key)
-                if problem is not None:
-                    log.warning("malformed ElasticQuota: its namespace has no quota from it",
-                                extra={"elastic_quota": key, "error": problem})
+        """Add or update an ElasticQuota, as ``upsert_pod_group`` does a PodGroup (a malformed one
+        is left out of ``quota_specs``)."""
+        self._keep(self._quotas, raw, "ElasticQuota", QuotaSpec.parse, ClusterEvent.QUOTA_CHANGE, "elastic_quota")
 
     def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None:
         """The ElasticQuota was deleted (a deletion naming another UID than the stored one is
         ignored)."""
-        meta = raw.get("metadata") or {}
-        key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-        with self._lock:
-            current = self._quotas.get(key)
-            if current is None:
-                return
-            stored_uid = current.raw["metadata"].get("uid")
-            if meta.get("uid") and stored_uid and meta["uid"] != stored_uid:
-                return
-            del self._quotas[key]
-            self._record(ClusterEvent.QUOTA_CHANGE, key)
+        self._drop(self._quotas, raw, ClusterEvent.QUOTA_CHANGE)
 
     def quota_specs(self) -> list[QuotaSpec]:
         """The valid ElasticQuotas, ordered by namespace then name."""

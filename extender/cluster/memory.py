@@ -66,14 +66,11 @@ class MemoryCluster:
             pod = self._stamp(pod, copy=False)
             pod["metadata"].setdefault("namespace", "default")
             self._pods[_key_of(pod)] = pod
-        for group in objects.get("PodGroup", []):
-            group = self._stamp(group, copy=False)
-            group["metadata"].setdefault("namespace", "default")
-            self._pod_groups[_key_of(group)] = group
-        for quota in objects.get("ElasticQuota", []):
-            quota = self._stamp(quota, copy=False)
-            quota["metadata"].setdefault("namespace", "default")
-            self._quotas[_key_of(quota)] = quota
+        for kind, store in (("PodGroup", self._pod_groups), ("ElasticQuota", self._quotas)):
+            for obj in objects.get(kind, []):
+                obj = self._stamp(obj, copy=False)
+                obj["metadata"].setdefault("namespace", "default")
+                store[_key_of(obj)] = obj
 
     # ---- construction -----------------------------------------------------------------------
 
@@ -108,10 +105,9 @@ class MemoryCluster:
                 self._deliver(sink.upsert_pod, pod, "pod")
             for pdb in self._pdbs:
                 self._deliver(sink.upsert_pdb, pdb, "pdb")
-            for group in self._pod_groups.values():
-                self._deliver(sink.upsert_pod_group, group, "podgroup")
-            for quota in self._quotas.values():
-                self._deliver(sink.upsert_elastic_quota, quota, "elasticquota")
+            for kind, store in (("podgroup", self._pod_groups), ("elasticquota", self._quotas)):
+                for obj in store.values():
+                    self._deliver(self._sink_calls(sink, kind)[0], obj, kind)
             self._sinks.append(sink)
         sink.mark_synced()
 
@@ -168,22 +164,10 @@ class MemoryCluster:
 
     def add_pod_group(self, group: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace a PodGroup; returns the stored copy."""
-        with self._lock:
-            stored = self._stamp(group)
-            stored["metadata"].setdefault("namespace", "default")
-            self._pod_groups[_key_of(stored)] = stored
-            for sink in list(self._sinks):
-                self._deliver(sink.upsert_pod_group, stored, "podgroup")
-            return stored
+        return self._add_custom(self._pod_groups, group, "podgroup")
 
     def delete_pod_group(self, namespace: str, name: str) -> bool:
-        with self._lock:
-            group = self._pod_groups.pop(pod_key(namespace, name), None)
-            if group is None:
-                return False
-            for sink in list(self._sinks):
-                sink.remove_pod_group(group)
-            return True
+        return self._delete_custom(self._pod_groups, namespace, name, "podgroup")
 
     def pod_groups(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -191,21 +175,33 @@ class MemoryCluster:
 
     def add_elastic_quota(self, quota: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace an ElasticQuota; returns the stored copy."""
-        with self._lock:
-            stored = self._stamp(quota)
-            stored["metadata"].setdefault("namespace", "default")
-            self._quotas[_key_of(stored)] = stored
-            for sink in list(self._sinks):
-                self._deliver(sink.upsert_elastic_quota, stored, "elasticquota")
-            return stored
+        return self._add_custom(self._quotas, quota, "elasticquota")
 
     def delete_elastic_quota(self, namespace: str, name: str) -> bool:
+        return self._delete_custom(self._quotas, namespace, name, "elasticquota")
+
+    def _sink_calls(self, sink: ClusterEvents, kind: str) -> tuple[Any, Any]:
+        """(upsert, remove) of ``sink`` for a custom ``kind``."""
+        if kind == "podgroup":
+            return sink.upsert_pod_group, sink.remove_pod_group
+        return sink.upsert_elastic_quota, sink.remove_elastic_quota
+
+    def _add_custom(self, store: dict[str, dict[str, Any]], obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
         with self._lock:
-            quota = self._quotas.pop(pod_key(namespace, name), None)
-            if quota is None:
+            stored = self._stamp(obj)
+            stored["metadata"].setdefault("namespace", "default")
+            store[_key_of(stored)] = stored
+            for sink in list(self._sinks):
+                self._deliver(self._sink_calls(sink, kind)[0], stored, kind)
+            return stored
+
+    def _delete_custom(self, store: dict[str, dict[str, Any]], namespace: str, name: str, kind: str) -> bool:
+        with self._lock:
+            obj = store.pop(pod_key(namespace, name), None)
+            if obj is None:
                 return False
             for sink in list(self._sinks):
-                sink.remove_elastic_quota(quota)
+                self._sink_calls(sink, kind)[1](obj)
             return True
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

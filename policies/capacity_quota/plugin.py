@@ -35,7 +35,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework.handle import Handle, WriteError
+from extender.framework import eviction
+from extender.framework.handle import Handle
 from extender.framework.interfaces import PreFilterResult, Victim
 from extender.framework.pod_group import GROUP_LABEL, group_of
 from extender.framework.registration import PluginSpec
@@ -265,11 +266,7 @@ class CapacityQuota:
             nominated = snapshot.get(pod.nominated_node_name)
             if nominated is not None and any(p.deleting for p in nominated.pods.values()):
                 return None, Status.unschedulable("waiting for earlier victims to terminate")
-        table = self._table()
-        unit = self._unit(pod)
-        used = table.used(False, [u.uid for u in unit])
-        demand = logic.total(u.requests for u in unit)
-        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}), demand)
+        table, used, reclaiming = self._stance(pod)
         candidates = []
         for name, st in statuses.items():
             node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
@@ -292,13 +289,9 @@ class CapacityQuota:
         takes a namespace with a quota below its ``min``, nor one of another namespace with a
         quota when the preemptor is beyond its own ``min`` - and drop the node when those left do
         not make room (Filter, this plugin's check included, on the node without them)."""
-        table = self._table()
+        table, used, reclaiming = self._stance(pod)
         if not table.quotas:
             return list(victims), Status()
-        unit = self._unit(pod)
-        used = table.used(False, [u.uid for u in unit])
-        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
-                                      logic.total(u.requests for u in unit))
         known = [v.pod for v in victims if v.pod is not None]
         allowed = set(logic.allowed_victims(known, pod, table.quotas, used, reclaiming))
         kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
@@ -307,6 +300,16 @@ class CapacityQuota:
             return [], Status.unschedulable(f"the victims that make room ({', '.join(dropped)}) are protected by "
                                             "their namespaces' quotas")
         return kept, Status()
+
+    def _stance(self, pod: PodInfo) -> tuple[_Table, dict[str, dict[str, int]], bool]:
+        """For preemption: the table, the use without ``pod`` and its group, and whether it
+        reclaims (stays within its namespace's ``min``)."""
+        table = self._table()
+        unit = self._unit(pod)
+        used = table.used(False, [u.uid for u in unit])
+        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
+                                      logic.total(u.requests for u in unit))
+        return table, used, reclaiming
 
     def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
         """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
@@ -319,32 +322,15 @@ class CapacityQuota:
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
                  used: Mapping[str, Mapping[str, int]]) -> bool:
-        writer = self.handle.writer
-        evicted = 0
-        for victim in candidate.victims:
-            grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-            try:
-                writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
-            except WriteError as exc:
-                log.info("eviction refused", extra={"pod": pod.key, "victim": victim.key, "node": candidate.node,
-                                                    "error": str(exc), "already_evicted": evicted})
-                if not evicted:
-                    return False  # nothing lost: try the next node
-                break
-            evicted += 1
-            writer.record_event(victim.raw, type_="Normal", reason="Preempted",
-                                message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
-                                        f"{candidate.node}: {self._why(victim, pod, table, used)}", related=pod.raw)
-        try:
-            writer.set_nominated_node(pod.namespace, pod.name, candidate.node)
-        except WriteError as exc:
-            log.warning("nominating failed", extra={"pod": pod.key, "error": str(exc)})
+        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims,
+                              lambda victim: self._why(victim, pod, table, used)):
+            return False  # nothing lost: try the next node
         borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]
-        message = f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node " \
-                  f"{candidate.node}; nominated there"
+        message = (f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node "
+                   f"{candidate.node}; nominated there")
         if borrowers:
             message += f"; reclaimed namespace {pod.namespace}'s guaranteed quota from borrowers {', '.join(borrowers)}"
-        writer.record_event(pod.raw, type_="Normal", reason="Preempting", message=message)
+        eviction.nominate(self.handle.writer, pod, candidate.node, message)
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node, "reclaimed_from": borrowers,
                                      "victims": [v.key for v in candidate.victims]})
         return True

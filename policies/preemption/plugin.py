@@ -21,7 +21,8 @@ import logging
 from typing import Any, Mapping
 
 from extender.framework.cycle_state import CycleState
-from extender.framework.handle import Handle, WriteError
+from extender.framework import eviction
+from extender.framework.handle import Handle
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
 from extender.framework.registration import PluginSpec
@@ -65,31 +66,11 @@ class ManagedPreemption:
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
-        writer = self.handle.writer
-        evicted = 0
-        for victim in candidate.victims:
-            grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-            try:
-                writer.evict(victim.namespace, victim.name, victim.uid,
-                             int(grace) if isinstance(grace, int) else None)
-            except WriteError as exc:
-                log.info("eviction refused", extra={"pod": pod.key, "victim": victim.key, "node": candidate.node,
-                                                    "error": str(exc), "already_evicted": evicted})
-                if not evicted:
-                    return False  # nothing lost: try the next node
-                break  # pods are already gone here: stay with this node rather than evict elsewhere too
-            evicted += 1
-            writer.record_event(victim.raw, type_="Normal", reason="Preempted",
-                                message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
-                                        f"{candidate.node}", related=pod.raw)
-        try:
-            writer.set_nominated_node(pod.namespace, pod.name, candidate.node)
-        except WriteError as exc:
-            log.warning("nominating failed", extra={"pod": pod.key, "error": str(exc)})
-        writer.record_event(pod.raw, type_="Normal", reason="Preempting",
-                            message=f"Evicted {len(candidate.victims)} lower-priority pod(s) "
-                                    f"({', '.join(v.key for v in candidate.victims)}) on node {candidate.node}; "
-                                    f"nominated there")
+        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims):
+            return False  # nothing lost: try the next node
+        eviction.nominate(self.handle.writer, pod, candidate.node,
+                          f"Evicted {len(candidate.victims)} lower-priority pod(s) "
+                          f"({', '.join(v.key for v in candidate.victims)}) on node {candidate.node}; nominated there")
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
                                      "victims": [v.key for v in candidate.victims]})
         return True
