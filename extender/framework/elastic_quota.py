@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from extender.framework.pod_group import named_spec
 from extender.framework.resources import QuantityError, resource_list
 
-GROUP = "scheduling.x-k8s.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ElasticQuota"
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
@@ -67,14 +65,9 @@ class QuotaSpec:
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> tuple[str | None, QuotaSpec | None]:
         """``(None, spec)`` for a valid ElasticQuota object, ``(what is wrong, None)`` otherwise."""
-        if not isinstance(raw, Mapping):
-            return "not an object", None
-        meta = raw.get("metadata")
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-            return "metadata.name must be a non-empty string", None
-        spec = raw.get("spec")
-        if not isinstance(spec, Mapping):
-            return f"spec must be a map, got {type(spec).__name__}", None
+        problem, meta, spec = named_spec(raw)
+        if problem is not None:
+            return problem, None
         problem, quota = cls.from_amounts(str(meta.get("namespace") or "default"), spec.get("min"), spec.get("max"),
                                           f"{KIND} {meta['name']}")
         return (f"spec.{problem}", None) if problem else (None, quota)

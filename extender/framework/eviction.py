@@ -1,4 +1,5 @@
-"""Preemption's writes, shared by the plugins that preempt: evict the victims, nominate the pod.
+"""What the plugins that preempt share: whether a pod may preempt now, and preemption's writes
+(evict the victims, nominate the pod).
 
 Both write through the plugin's ``ClusterWriter`` and say what they did in Events, as
 kube-scheduler does: ``Preempted`` on each victim (naming the preemptor), ``Preempting`` on the
@@ -10,10 +11,23 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from extender.framework.handle import ClusterWriter, WriteError
+from extender.framework.handle import ClusterWriter, SnapshotView, WriteError
+from extender.framework.status import Status
 from extender.framework.views import PodInfo
 
 log = logging.getLogger(__name__)
+
+
+def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo], bool]) -> Status | None:
+    """Why ``pod`` may not preempt now (None: it may): its ``preemptionPolicy`` is Never, or pods
+    ``earlier`` accepts as victims of an earlier preemption for it still terminate on its
+    nominated node (evicting more would take more than it needs)."""
+    if pod.preemption_policy == "Never":
+        return Status.unschedulable("preemptionPolicy is Never")
+    nominated = snapshot.get(pod.nominated_node_name) if pod.nominated_node_name else None
+    if nominated is not None and any(p.deleting and earlier(p) for p in nominated.pods.values()):
+        return Status.unschedulable("waiting for earlier victims to terminate")
+    return None
 
 
 def evict(writer: ClusterWriter, preemptor: PodInfo, node: str, victims: Sequence[PodInfo],

@@ -259,13 +259,10 @@ class CapacityQuota:
         return Status.unschedulable(why) if why else Status()
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
-        if pod.preemption_policy == "Never":
-            return None, Status.unschedulable("preemptionPolicy is Never")
         snapshot = self.handle.snapshot()
-        if pod.nominated_node_name:
-            nominated = snapshot.get(pod.nominated_node_name)
-            if nominated is not None and any(p.deleting for p in nominated.pods.values()):
-                return None, Status.unschedulable("waiting for earlier victims to terminate")
+        wait = eviction.held_back(pod, snapshot, lambda victim: True)  # borrowers may have any priority
+        if wait is not None:
+            return None, wait
         table, used, reclaiming = self._stance(pod)
         candidates = []
         for name, st in statuses.items():

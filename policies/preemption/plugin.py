@@ -40,13 +40,10 @@ class ManagedPreemption:
         self._generations = itertools.count(-10**9, -1)
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
-        if pod.preemption_policy == "Never":
-            return None, Status.unschedulable("preemptionPolicy is Never")
         snapshot = self.handle.snapshot()
-        if pod.nominated_node_name:
-            nominated = snapshot.get(pod.nominated_node_name)
-            if nominated is not None and any(p.deleting and p.priority < pod.priority for p in nominated.pods.values()):
-                return None, Status.unschedulable("waiting for earlier victims to terminate")
+        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority)
+        if wait is not None:
+            return None, wait
         candidates = []
         for name, st in statuses.items():
             if st.code is not Code.UNSCHEDULABLE:
