@@ -42,11 +42,9 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
         return Response(metrics.exposition(), mimetype="text/plain; version=0.0.4")
 
     reporters: list[CapacityReporter] = []
-    for fw in sorted(engine.frameworks.values(), key=lambda f: f.profile_name != engine.default_profile):
-        reporters += [p for p in fw.filter_plugins if isinstance(p, CapacityReporter) and p not in reporters]
-
     quota_plugins: list[QuotaReporter] = []
     for fw in sorted(engine.frameworks.values(), key=lambda f: f.profile_name != engine.default_profile):
+        reporters += [p for p in fw.filter_plugins if isinstance(p, CapacityReporter) and p not in reporters]
         quota_plugins += [p for p in fw.filter_plugins if isinstance(p, QuotaReporter) and p not in quota_plugins]
 
     def quota_report() -> dict[str, Any]:
