@@ -1,12 +1,14 @@
 """Elastic quotas through the fake API server (issue 17): the extender follows ElasticQuota
 objects through its watch, the emulated kube-scheduler calls it, and the quota holds - borrowing
-up to max, reclaim from a borrower when the lender's pods arrive, admission at the gate by quota.
+up to max, reclaim from a borrower when the lender's pods arrive, admission at the gate by quota,
+a gang admitted whole.
 Bounds are generous: outcomes, never speed."""
 
 from __future__ import annotations
 
 import time
 
+from extender.framework.pod_group import GROUP_LABEL
 from extender.testing.fakeapi import builders
 from extender.testing.harness import ADMISSION_GATE, GPU, Harness, node, pod, priority_class
 
@@ -59,4 +61,24 @@ def test_admission_holds_pods_over_quota_at_the_gate() -> None:
         assert h.wait_until(lambda: sum(h.pod(f"p{i}", "team-a").bound_at is not None
                                         and h.pod(f"p{i}", "team-a").finished_at is None for i in range(3)) == 1,
                             timeout=8), "the next one is admitted once the first ends"
+        assert not h.violations
+
+
+def test_a_gang_is_admitted_whole_within_its_quota() -> None:
+    """team-a may use 3 GPUs: of two gated groups, the one of 3 is admitted and bound whole, the
+    one of 4 never leaves the gate."""
+    objects = [namespace("team-a"), node("n1", gpus=8),
+               builders.elastic_quota("team-a", min={GPU: "3"}, max={GPU: "3"}),
+               builders.podgroup("small", "team-a", min_member=3), builders.podgroup("big", "team-a", min_member=4)]
+    config = {"profiles": [{"schedulerName": "default-scheduler",
+                            "plugins": {"multiPoint": {"enabled": [{"name": "CapacityQuota"}, {"name": "Gang"}]}}}]}
+    with Harness(objects=objects, extender=config) as h:
+        for group, size in (("big", 4), ("small", 3)):
+            for i in range(size):
+                h.create_pod(pod(f"{group}{i}", 1, namespace="team-a", gates=[ADMISSION_GATE],
+                                 labels={GROUP_LABEL: group}))
+        assert h.wait_until(lambda: all(h.pod(f"small{i}", "team-a").bound_at is not None for i in range(3)),
+                            timeout=10), "the group within the quota is bound whole"
+        time.sleep(1.5)  # more than an admission interval
+        assert all(h.pod(f"big{i}", "team-a").ungated_at is None for i in range(4)), "the other stays gated whole"
         assert not h.violations
