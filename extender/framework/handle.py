@@ -132,7 +132,8 @@ class ReservationsView(Protocol):
 
     def held(self) -> list[tuple[str, PodInfo]]:
         """Every live slot as (the UID of the pod it stands for: its claimer, else the member it
-        was planned for; its placeholder, with the namespace, node and managed requests held)."""
+        was planned for; its placeholder, with the namespace, node and managed requests held).
+        Lock-free, like ``held_on``."""
 
 
 class Handle(Protocol):

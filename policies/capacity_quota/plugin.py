@@ -59,7 +59,7 @@ class _Table:
     """The use per namespace and what each pod not accounted on a node contributes, for one
     state of cache and holds."""
 
-    key: tuple[int, int, int]
+    key: tuple[int, int, int, int]
     quotas: dict[str, QuotaSpec]
     in_use: dict[str, dict[str, int]] = field(default_factory=dict)
     admitted: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -130,33 +130,42 @@ class CapacityQuota:
 
     # ---- what the cluster holds ---------------------------------------------------------------
 
-    def quotas(self) -> dict[str, QuotaSpec]:
-        """The quota of each namespace that has one: its ElasticQuota (the first by name when it
-        has several), else the configured one; managed resources only."""
+    def quotas(self, objects: Sequence[QuotaSpec]) -> dict[str, QuotaSpec]:
+        """The quota of each namespace that has one: its ElasticQuota (of ``objects``, the first
+        by name when it has several), else the configured one; managed resources only."""
         out = dict(self.configured)
-        objects: set[str] = set()
-        for spec in self.handle.quotas():
-            if spec.namespace in objects:
+        seen: set[str] = set()
+        for spec in objects:
+            if spec.namespace in seen:
                 if spec.namespace not in self._shadowed:
                     self._shadowed.add(spec.namespace)
                     log.warning("several ElasticQuotas in one namespace: the first by name counts",
                                 extra={"namespace": spec.namespace, "ignored": spec.source})
                 continue
-            objects.add(spec.namespace)
+            seen.add(spec.namespace)
             out[spec.namespace] = spec.limited_to(self.handle.managed_resources)
         return out
 
     def _table(self) -> _Table:
+        """The table for the cluster as it is now, rebuilt when the cache or the holds changed.
+        Everything is read from the handle before the plugin's lock is taken, and nothing is
+        read under it: Filter runs inside the cache's assume (cache lock held), and gang
+        planning with the reservations' lock held, so this lock must be a leaf."""
         reservations = self.handle.reservations
-        reservations.nodes()  # drops expired holds first: the version then tells
+        held = reservations.held()
         snapshot = self.handle.snapshot()
-        key = (self.handle.change_count(), snapshot.generation, reservations.version)
+        key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held))
+        with self._lock:
+            if self._table_cache is not None and self._table_cache.key == key:
+                return self._table_cache
+        pending = self.handle.pending_pods()
+        objects = self.handle.quotas()
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache
             self._follow_nodes(snapshot)
-            table = _Table(key, self.quotas(), {ns: dict(v) for ns, v in self._accounted.items()})
-            self._add_unbound(table, self._node_of.keys())
+            table = _Table(key, self.quotas(objects), {ns: dict(v) for ns, v in self._accounted.items()})
+            self._add_unbound(table, self._node_of.keys(), held, pending)
             self._table_cache = table
         return table
 
@@ -192,16 +201,17 @@ class CapacityQuota:
             if self._node_of.get(uid) == name:
                 del self._node_of[uid]
 
-    def _add_unbound(self, table: _Table, accounted: Collection[str]) -> None:
-        """Count what is held, nominated or admitted for pods not accounted on a node, and what
-        pending pods ask for."""
-        reservations = self.handle.reservations
+    @staticmethod
+    def _add_unbound(table: _Table, accounted: Collection[str], held: Sequence[tuple[str, PodInfo]],
+                     pending: Sequence[PodInfo]) -> None:
+        """Count what is ``held``, nominated or admitted for pods not accounted on a node, and
+        what ``pending`` pods ask for."""
         represented: set[str] = set()
-        for uid, placeholder in reservations.held():
+        for uid, placeholder in held:
             if uid not in accounted and placeholder.requests:
                 table.count(uid or placeholder.uid, placeholder.namespace, placeholder.requests)
                 represented.add(uid)
-        for p in self.handle.pending_pods():
+        for p in pending:
             if not p.requests or p.deleting or p.terminal or p.uid in accounted:
                 continue
             logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)

@@ -214,3 +214,40 @@ def test_a_restarted_extender_counts_the_same() -> None:
     before = used(app)
     again, _ = quota_app([], cluster=cluster)
     assert used(again) == before == {"used": "2", "pending": "1"}
+
+
+def test_a_count_never_holds_its_lock_while_it_waits_for_the_cache() -> None:
+    """Filter runs inside the cache's assume, with the cache's lock held, and may count there;
+    another count waiting for the cache's lock meanwhile must not hold the plugin's lock (the
+    two would wait for each other for ever)."""
+    import threading
+
+    app, _ = quota_app([a_pod("b1", node="n1"), a_pod("wait")])
+    state = app.extensions["kube_extender"]
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    handle, cache = state.engine.handle, state.engine.cache
+    original = handle.pending_pods
+    other_thread: list[int] = []
+    other_reading, assume_running, counted = threading.Event(), threading.Event(), threading.Event()
+
+    def reading() -> Any:
+        if threading.get_ident() in other_thread:  # the other count, half-way: the assume starts now
+            other_reading.set()
+            assume_running.wait(5)
+        return original()
+
+    def other() -> None:
+        other_thread.append(threading.get_ident())
+        plugin._table()
+
+    def assume() -> None:
+        with cache._lock:
+            assume_running.set()
+            plugin._table()
+        counted.set()
+
+    handle.pending_pods = reading
+    threading.Thread(target=other, daemon=True).start()
+    assert other_reading.wait(5)
+    threading.Thread(target=assume, daemon=True).start()
+    assert counted.wait(10), "the count inside the assume waits for the other, which waits for the cache"
