@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from flask import Flask
 
+from extender import __version__
 from extender.api.routes import ApiSettings, register
 from extender.cache.cache import ClusterCache
 from extender.cluster.interfaces import ClusterSource
@@ -34,8 +35,9 @@ from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
+from extender.runtime import catalog, discovery
 from extender.runtime.profile import PluginRef, PluginSet, ProfileError, build_framework, unknown_plugin
-from extender.runtime.registry import Registry
+from extender.runtime.registry import Origin, Registry
 from extender.runtime.waiting_pods import WaitingPods
 from policies import DEFAULT_PLUGINS, builtin_specs
 
@@ -47,7 +49,14 @@ DEFAULTS = PluginSet(enabled=tuple(PluginRef(name) for name in DEFAULT_PLUGINS))
 
 def builtin_registry() -> Registry:
     """A registry of the built-in policies."""
-    return Registry(builtin_specs())
+    return Registry(builtin_specs(), Origin("kube-extender", __version__))
+
+
+def plugin_registry(extra: Registry | None = None) -> Registry:
+    """The plugins an app can enable: the built-in ones plus ``extra`` when given (tests, the
+    test kit), else plus every installed plugin package (``extender.runtime.discovery``).
+    Raises PluginLoadError naming the package that clashes or does not load."""
+    return builtin_registry().merged(extra) if extra is not None else discovery.installed(builtin_registry())
 
 
 class Leadership(Protocol):
@@ -148,28 +157,31 @@ def _handle(config: ExtenderConfig, cache: ClusterCache, writer: ClusterWriter, 
 def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -> list[tuple[str, str]]:
     """What building ``config``'s profiles would refuse, found without serving anything (no
     cluster, no threads): ``kube-extender config check`` and ``serve`` before it starts."""
-    registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
+    registry = plugin_registry(registry)
     clock = SystemClock()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     return _frameworks(config, _handle(config, cache, MemoryCluster(), clock, None), registry)[1]
 
 
-def checked(config: ExtenderConfig) -> ExtenderConfig:
-    """``config`` if every profile builds, else ConfigError with every problem."""
-    problems = profile_problems(config)
+def checked(config: ExtenderConfig, registry: Registry | None = None) -> ExtenderConfig:
+    """``config`` if every profile builds, else ConfigError with every problem. ``registry``: as
+    for ``create_app``."""
+    problems = profile_problems(config, registry)
     if problems:
         raise ConfigError(problems, config.source)
     return config
 
 
-def describe(config: ExtenderConfig, frameworks: dict[str, Framework]) -> dict[str, Any]:
+def describe(config: ExtenderConfig, frameworks: dict[str, Framework], registry: Registry) -> dict[str, Any]:
     """``/debug/config``: the effective configuration (every section, after defaults and command
-    line overrides) and, per profile, the plugins that run at each extension point."""
+    line overrides), per profile the plugins that run at each extension point, and every plugin
+    the app could enable (``plugins``: package, version, extension points, args schema)."""
     doc = config.effective()
     for profile, fw in zip(doc["profiles"], frameworks.values()):
         points = fw.describe()
         points.pop("schedulerName")
         profile["extensionPoints"] = points
+    doc["plugins"] = catalog.describe(registry)
     return doc
 
 
@@ -178,7 +190,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                registry: Registry | None = None, leader: Leadership | None = None,
                metrics: Metrics | None = None, background: bool = True,
                lifecycle: Lifecycle | None = None) -> Flask:
-    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args.
+    """Build the Flask app. Raises ConfigError for invalid profiles or plugin args, and
+    PluginLoadError for an installed plugin package that clashes or does not load.
+
+    ``registry``: plugins besides the built-in ones (default: every installed plugin package).
 
     ``leader``: with leader election, only the leader answers the verbs (followers: 503, not
     ready) and allocations carry its term. ``background``: run the loops (admission, nudges,
@@ -194,7 +209,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
             raise ValueError("a writer is required when the source cannot write")
         writer = source  # type: ignore[assignment]
     assert writer is not None
-    registry = builtin_registry() if registry is None else builtin_registry().merged(registry)
+    registry = plugin_registry(registry)
     metrics = metrics or Metrics()
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = _handle(config, cache, writer, clock, leader)
@@ -207,7 +222,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     app = Flask("kube-extender")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    summary = describe(config, frameworks)
+    summary = describe(config, frameworks, registry)
 
     leading = leader.is_leader if leader is not None else (lambda: True)
 

@@ -3,6 +3,7 @@
     kube-extender serve [--config FILE] [--cluster FILE] [--host H] [--port P] [--threads N]
     kube-extender config scheduler [--config FILE] [--url URL] [--full]
     kube-extender config check FILE
+    kube-extender plugins [--json]
     kube-extender simulate [--cluster FILE] [--workload FILE] [--config FILE] [--seed N] [--extender URL]
                            [--out DIR] [--version 1.29|1.30] [--real-time] [--quiet]
 """
@@ -24,6 +25,7 @@ from extender.config.model import ConfigError, ExtenderConfig, load_config
 from extender.framework.durations import format_duration
 from extender.logs import setup_logging
 from extender.metrics import Metrics
+from extender.runtime.registry import PluginLoadError
 from extender.sim import cli as sim_cli
 
 log = logging.getLogger("extender.cli")
@@ -64,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
                             description="Exit 0 and print a summary if FILE is valid; else list every problem "
                                         "with its key path and exit 1.")
     check.add_argument("file", metavar="FILE")
+    plugins = sub.add_parser("plugins", help="list the plugins this installation can enable",
+                             description="List every plugin, built in or installed as a package (entry-point "
+                                         "group kube_extender.plugins): package, version, extension points and "
+                                         "args. Exit 1 with one line naming the package when one does not load "
+                                         "or two share a name.")
+    plugins.add_argument("--json", action="store_true", help="print the list as JSON (args as JSON schemas)")
     sim_cli.add_parser(sub)
     return p
 
@@ -137,6 +145,30 @@ def _check(args: argparse.Namespace) -> int:
     managed = ", ".join(sorted(config.managed_names)) or "(none)"
     print(f"{args.file}: ok (profiles: {profiles}; managed resources: {managed}; "
           f"verbs: {', '.join(config.verbs())}; httpTimeout: {format_duration(config.extender.http_timeout)})")
+    return 0
+
+
+def _plugins(args: argparse.Namespace) -> int:
+    import json
+
+    from extender.app import plugin_registry
+    from extender.runtime.catalog import args_lines, describe
+
+    plugins = describe(plugin_registry())
+    if args.json:
+        print(json.dumps(plugins, indent=2))
+        return 0
+    for p in plugins:
+        points = ("(not known before it is built)" if p["extensionPoints"] is None
+                  else ", ".join(p["extensionPoints"]))
+        print(f"{p['name']}  ({p['package']} {p['version']})".rstrip())
+        if p["description"]:
+            print(f"  {p['description']}")
+        if p["entryPoint"]:
+            print(f"  entry point: {p['entryPoint']}")
+        print(f"  extension points: {points}")
+        print("  args:")
+        print("\n".join(args_lines(p["args"])))
     return 0
 
 
@@ -229,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "plugins":
+            return _plugins(args)
         if args.config_command == "scheduler":
             return _print_scheduler(args)
         return _check(args)
@@ -239,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kube-extender: {exc.source or 'the configuration'} is not a valid configuration "
               f"({count} problem{'s' if count != 1 else ''})", file=sys.stderr)
         return 1
-    except (ClusterFileError, CredentialsError) as exc:
+    except (ClusterFileError, CredentialsError, PluginLoadError) as exc:
         print(f"kube-extender: {exc}", file=sys.stderr)
         return 1
 

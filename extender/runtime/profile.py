@@ -73,13 +73,26 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         if plugin_spec is None:
             problems.append((where, unknown_plugin(name, registry)))
             return None
+        origin = registry.origin(name)
+        # a plugin installed as a package is named with its package: the fix is there, or in its args
+        installed = origin.entry_point != ""
+        who = f"plugin {name}" + (f" of {origin}" if installed else "")
         try:
             args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
         except ArgsError as exc:
-            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""), text)
+            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""),
+                             text + (f" ({who})" if installed else ""))
                             for key, text in flatten(exc.messages, schema=exc.schema))
             return None
-        instances[name] = plugin_spec.factory(args, handle)
+        except Exception as exc:  # noqa: BLE001 - a parser's bug is a start-up problem, not a traceback
+            problems.append((f"{path}.pluginConfig[{name}].args",
+                             f"the args parser of {who} failed: {type(exc).__name__}: {exc}"))
+            return None
+        try:
+            instances[name] = plugin_spec.factory(args, handle)
+        except Exception as exc:  # noqa: BLE001 - likewise a factory's
+            problems.append((where, f"{who} could not be built: {type(exc).__name__}: {exc}"))
+            return None
         return instances[name]
 
     multi = spec.plugins.get("multiPoint", PluginSet())

@@ -36,14 +36,12 @@ class WaitingPod:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._status: Status | None = None
+        self._cutoff = float("inf")
+        """When the bind's budget runs out (set by ``wait``)."""
 
     def pending_plugins(self) -> list[str]:
         with self._lock:
             return sorted(self._pending or ())
-
-    def deadline(self) -> float:
-        with self._lock:
-            return min(self._deadlines.values()) if self._deadlines else self.since
 
     def settle(self, timeouts: dict[str, float]) -> Status | None:
         """The pod's Permit plugins are done; ``timeouts`` names those that asked it to wait. Allows
@@ -76,10 +74,32 @@ class WaitingPod:
                 self._done.set()
 
     def wait(self, budget: float) -> Status:
-        """Block until allowed, rejected, the earliest plugin deadline, or ``budget`` seconds."""
-        remaining = min(self.deadline() - self.clock.monotonic(), budget)
+        """Block until allowed, rejected, the earliest plugin deadline, or ``budget`` seconds (the
+        remaining time is read from the clock once, then waited for in real time)."""
+        with self._lock:
+            self._cutoff = self.clock.monotonic() + budget
+        remaining = self._timeout_at() - self.clock.monotonic()
         if remaining > 0:
             self._done.wait(remaining)
+        return self._time_out()
+
+    def expire(self) -> bool:
+        """Time the pod out now if its deadline (or its bind's budget) has passed on the clock;
+        True if it did. For a fake clock moved on by a test (the test kit's harness): on the real
+        one ``wait`` wakes by itself."""
+        with self._lock:
+            deciding = self._pending is None
+        if deciding or self._done.is_set() or self.clock.monotonic() < self._timeout_at():
+            return False
+        self._time_out()
+        return True
+
+    def _timeout_at(self) -> float:
+        with self._lock:
+            return min(self._cutoff, min(self._deadlines.values()) if self._deadlines else self.since)
+
+    def _time_out(self) -> Status:
+        """The final status: the decision if there is one, else a timeout naming the plugins."""
         with self._lock:
             if self._status is None:
                 waiting_for = ", ".join(sorted(self._pending or ()))

@@ -33,17 +33,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping, Sequence
 
+from extender.framework import eviction
 from extender.framework.cycle_state import CycleState
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework import eviction
 from extender.framework.handle import Handle
 from extender.framework.interfaces import PreFilterResult, Victim
 from extender.framework.pod_group import GROUP_LABEL, group_of
-from extender.framework.registration import PluginSpec
+from extender.framework.registration import PluginSpec, schema_parser
 from extender.framework.resources import format_milli
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
-from policies._args import parser
 from policies.capacity_quota import logic
 from policies.capacity_quota.args import QuotaArgs, QuotaArgsSchema
 
@@ -368,5 +367,5 @@ class CapacityQuota:
                 for ns, per in sorted(shares.items())}
 
 
-SPEC = PluginSpec(NAME, CapacityQuota, parser(QuotaArgsSchema),
+SPEC = PluginSpec(NAME, CapacityQuota, schema_parser(QuotaArgsSchema),
                   "Elastic quotas per namespace: guaranteed min, max, borrowing and reclaim (ElasticQuota).")

@@ -25,7 +25,7 @@ from extender.framework.resources import QuantityError, milli
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.framework.registration import PluginSpec
-from policies._args import parser
+from extender.framework.registration import schema_parser as parser
 from policies.device_share import logic
 from policies.device_share.args import DeviceShareArgs, DeviceShareArgsSchema
 

@@ -41,7 +41,7 @@ from extender.framework.interfaces import PreFilterResult
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.framework.registration import PluginSpec
-from policies._args import parser
+from extender.framework.registration import schema_parser as parser
 from policies.gang import logic
 from policies.gang.args import GangArgs, GangArgsSchema
 from policies.gang.logic import Group

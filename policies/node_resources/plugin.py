@@ -18,7 +18,7 @@ from extender.framework.interfaces import Victim
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.framework.registration import PluginSpec
-from policies._args import parser
+from extender.framework.registration import schema_parser as parser
 from policies.node_resources import logic
 from policies.node_resources.args import NodeResourcesArgs, NodeResourcesArgsSchema
 

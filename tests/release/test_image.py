@@ -38,6 +38,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 from http_calls import free_port
+from policy_guide import blocks, file_writes
 from artifacts import (REPO, cache_dir, check_serves_the_demo, key, locked, running, stop_cleanly, wait_ready,
                        wheelhouse)
 
@@ -236,3 +237,42 @@ def test_image_serves_with_a_read_only_root_as_65532_and_exits_0_on_sigterm(
         stop_cleanly(proc, log, master)
     text = log.read_text()
     assert "Read-only file system" not in text and "Permission denied" not in text, text[-3000:]
+
+
+def test_a_derived_image_built_as_the_policy_guide_says_runs_the_plugin(image: str, tmp_path: Path) -> None:
+    """docs/writing-a-policy.md's package and Dockerfile, built FROM this image the way `make
+    image` builds it (same engine, same build arguments): the plugin is installed in the image's
+    virtualenv, which still has no pip, and the image still runs as the chart runs it."""
+    writes = [b for b, runs in blocks() if runs and "dedicated-nodes/" in b and file_writes(b)]
+    for block in writes:
+        subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, check=True)
+    assert (tmp_path / "dedicated-nodes" / "Dockerfile").is_file()
+    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(wheelhouse())))
+    threading.Thread(target=index.serve_forever, daemon=True).start()
+    derived = f"{IMAGE}:derived-{uuid.uuid4().hex[:12]}"
+    try:
+        build = subprocess.run(buildah_command(
+            "build", "--isolation", "chroot", "--network", "host", "-t", derived,
+            "--build-arg", f"KUBE_EXTENDER_IMAGE={image}",
+            "--build-arg", f"PIP_INSTALL_OPTIONS=--no-index --find-links http://127.0.0.1:{index.server_port}/",
+            "."), cwd=tmp_path / "dedicated-nodes", capture_output=True, text=True)
+        assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+        assert "DedicatedNodes  (kube-extender-dedicated-nodes 0.1.0)" in build.stdout  # the build's own check
+        config, base = image_config(derived), image_config(image)
+        assert (config["User"], config["Entrypoint"], config["Cmd"]) == (base["User"], base["Entrypoint"], base["Cmd"])
+        name = buildah("from", "--pull=never", derived)
+        try:
+            rootfs = Path(buildah("mount", name))
+            site = next((rootfs / "opt" / "kube-extender").glob("lib/python3*/site-packages"))
+            assert (site / "dedicated_nodes" / "plugin.py").is_file() and not (site / "pip").exists()
+            listed = subprocess.run(run_read_only(name, rootfs, config["User"], ["kube-extender", "plugins", "--json"]),
+                                    capture_output=True, text=True)
+            assert listed.returncode == 0, listed.stderr[-2000:]
+            plugin = {p["name"]: p for p in json.loads(listed.stdout)}["DedicatedNodes"]
+            assert (plugin["package"], plugin["extensionPoints"]) == ("kube-extender-dedicated-nodes",
+                                                                      ["filter", "score"])
+        finally:
+            subprocess.run(buildah_command("rm", name), capture_output=True)
+    finally:
+        index.shutdown()
+        subprocess.run(buildah_command("rmi", "--force", derived), capture_output=True)

@@ -724,6 +724,8 @@ def test_debug_config_is_the_whole_effective_configuration(make_app: Callable[..
     assert _schema_keys(_Config(), cfg) == []
     for profile in cfg["profiles"]:
         assert set(profile.pop("extensionPoints")) >= {"filter", "score", "bind"}
+    plugins = {p["name"]: p for p in cfg.pop("plugins")}
+    assert plugins["NodeResources"]["package"] == "kube-extender" and "filter" in plugins["NodeResources"]["extensionPoints"]
     assert parse_config(cfg) == app.extensions["kube_extender"].config
 
 

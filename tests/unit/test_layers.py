@@ -57,11 +57,13 @@ def verdicts(output: str) -> str:
     ("extender/cache/cache.py", "import extender.queue.nominator", "layers"),
     ("extender/framework/handle.py", "import extender.queue.reservations", "framework-ours"),
     ("extender/runtime/handle.py", "import extender.runtime.engine", "handle-no-back-edge"),
+    ("extender/testing/kit/harness.py", "import extender.testing.fakeapi", "test-kit"),
 ], ids=["a policy imports the cache", "the emulator imports a policy", "the emulator imports the runtime",
         "the framework imports the runtime", "the cache imports a policy", "the runtime imports the api",
         "a policy imports the queue", "the emulator imports the queue", "the queue imports the api",
         "the queue imports the runtime", "the queue imports the cache", "the cache imports the queue",
-        "the framework imports the queue", "the handle imports the engine"])
+        "the framework imports the queue", "the handle imports the engine",
+        "the test kit imports the fake API server"])
 def test_a_forbidden_import_breaks_its_rule(tree: Path, module: str, line: str, contract: str) -> None:
     path = tree / module
     original = path.read_text()
