@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fault-injection soak: mixed pods through kube-scheduler and kube-extender over a faulty API
-server, the extender killed and failed over, checked from the API server's objects alone.
+server, the extender killed and failed over, elastic quotas on both namespaces, checked from the
+API server's objects alone.
 
     python benchmarks/soak.py                      # 10,000 pods, 2 replicas as processes (several minutes)
     python benchmarks/soak.py --quick              # 600 pods, a kill and a hand-over (about a minute)
@@ -65,6 +66,9 @@ def _print(result: SoakResult, wall: float) -> None:
     partial = result.partial_seconds
     print(f"\ngangs: {dict(sorted(result.groups.items()))}; partly bound (first to minMember-th Binding): "
           + (f"p50 {partial[len(partial) // 2]:.2f} s, max {partial[-1]:.2f} s" if partial else "-"))
+    waits = result.reclaim_seconds
+    print(f"quotas: {len(waits)} stretches under min with pending demand while others borrowed"
+          + (f", p50 {waits[len(waits) // 2]:.2f} s, max {waits[-1]:.2f} s" if waits else ""))
     print(f"\nfaults injected ({sum(result.faults.values())}): "
           + ", ".join(f"{k} {n}" for k, n in sorted(result.faults.items())))
     print(f"extender: {result.kills} SIGKILLs ({result.kills_mid_bind} with a Binding in flight), "

@@ -247,7 +247,8 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     if config.admission.enabled:
         admitter = state.admitter = Admitter(queue, handle.profiles, engine.placement, writer,
                                              config.admission.gate, config.admission.strategy,
-                                             config.admission.hold_timeout, metrics=metrics)
+                                             config.admission.hold_timeout, metrics=metrics,
+                                             make_room=engine.make_room)
         if background:
             lifecycle.on_close("admission", lambda _: admitter.stop())
             lifecycle.start("admission", admitter.run_forever, config.admission.interval, leading,

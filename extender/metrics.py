@@ -62,6 +62,36 @@ class _CacheCollector(Collector):
             yield GaugeMetricFamily(f"kube_extender_cache_size_{key}", help_text, value=sizes.get(key, 0))
 
 
+QuotaReport = Mapping[str, Mapping[str, Mapping[str, "int | None"]]]
+
+
+class _QuotaCollector(Collector):
+    """``kube_extender_quota_<field>{namespace, resource}`` for every field of the quota report
+    (min, max, used, borrowed, lent, pending), in resource units; read at scrape time. A missing
+    max is not exported (no ceiling)."""
+
+    FIELDS = (("min", "Guaranteed amount (ElasticQuota spec.min)."),
+              ("max", "Ceiling (ElasticQuota spec.max); absent when there is none."),
+              ("used", "In use: bound, assumed, reserved or held for admitted and nominated pods."),
+              ("borrowed", "Use beyond min."),
+              ("lent", "This namespace's share of its unused min that borrowers use."),
+              ("pending", "Asked by pods of the namespace that are not placed yet."))
+
+    def __init__(self, report: Callable[[], QuotaReport]) -> None:
+        self._report = report
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        report = self._report()
+        for field, help_text in self.FIELDS:
+            family = GaugeMetricFamily(f"kube_extender_quota_{field}", help_text, labels=["namespace", "resource"])
+            for namespace, per in report.items():
+                for resource, values in per.items():
+                    value = values.get(field)
+                    if value is not None:
+                        family.add_metric([namespace, resource], value / 1000)
+            yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -101,6 +131,9 @@ class Metrics:
 
     def watch_cache(self, sizes: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_CacheCollector(sizes))
+
+    def watch_quotas(self, report: Callable[[], QuotaReport]) -> None:
+        self.registry.register(_QuotaCollector(report))
 
     def observe_plugin(self, plugin: str, point: str, seconds: float) -> None:
         self.plugin_duration.labels(plugin, point).observe(seconds)

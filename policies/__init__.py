@@ -13,6 +13,7 @@ from extender.framework.registration import PluginSpec
 
 
 def builtin_specs() -> list[PluginSpec]:
+    from policies.capacity_quota.plugin import SPEC as capacity_quota
     from policies.default_binder.plugin import SPEC as default_binder
     from policies.device_share.plugin import SPEC as device_share
     from policies.gang.plugin import SPEC as gang
@@ -20,7 +21,8 @@ def builtin_specs() -> list[PluginSpec]:
     from policies.preemption.plugin import SPEC as managed_preemption
     from policies.priority_sort.plugin import SPEC as priority_sort
 
-    return [priority_sort, node_resources, default_binder, device_share, managed_preemption, gang]
+    return [priority_sort, node_resources, default_binder, device_share, managed_preemption, gang,
+            capacity_quota]
 
 
 DEFAULT_PLUGINS = ("PrioritySort", "NodeResources", "DefaultBinder")

@@ -5,6 +5,10 @@
 * ``/debug/snapshot[?node=NAME]``, ``/debug/pods/<namespace>/<name>[?max=N]``, ``/debug/queue``,
   ``/debug/config``: the cache, one pod's verdicts, the queue and the effective configuration,
   as JSON. An unknown node or pod is a 404 naming it.
+* ``/debug/quota``: per namespace with a quota, per resource, min, max, used, borrowed, lent and
+  pending demand (from the profiles' quota plugins, e.g. CapacityQuota; the same numbers are the
+  ``kube_extender_quota_*`` gauges). A pending pod's ``/debug/pods`` view says why it does not fit
+  its quota (``quota``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any, Callable, Mapping
 from flask import Flask, Response, request
 
 from extender.api.replies import error_payload, json_response
-from extender.framework.interfaces import CapacityReporter
+from extender.framework.interfaces import CapacityReporter, QuotaReporter
 from extender.framework.resources import format_milli
 from extender.metrics import Metrics
 from extender.runtime.engine import Engine
@@ -38,8 +42,17 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
         return Response(metrics.exposition(), mimetype="text/plain; version=0.0.4")
 
     reporters: list[CapacityReporter] = []
+    quota_plugins: list[QuotaReporter] = []
     for fw in sorted(engine.frameworks.values(), key=lambda f: f.profile_name != engine.default_profile):
         reporters += [p for p in fw.filter_plugins if isinstance(p, CapacityReporter) and p not in reporters]
+        quota_plugins += [p for p in fw.filter_plugins if isinstance(p, QuotaReporter) and p not in quota_plugins]
+
+    def quota_report() -> dict[str, Any]:
+        """The first quota plugin's report (profiles share the cluster, so one is enough)."""
+        return dict(quota_plugins[0].quota_report()) if quota_plugins else {}
+
+    if quota_plugins:
+        metrics.watch_quotas(quota_report)
 
     def node_view(info: Any) -> dict[str, Any]:
         """One node of /debug/snapshot: the managed resources its status advertises, overridden by
@@ -97,7 +110,18 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
                 body["node"] = placed.node_name
         max_nodes = int(request.args.get("max", 200)) if request.args.get("max", "").isdigit() else 200
         body["verdicts"] = {verb: v.as_dict(max_nodes) for verb, v in (verdicts or {}).items()}
+        if pending is not None and quota_plugins:
+            body["quota"] = quota_plugins[0].quota_verdict(pending) or "within its namespace's quota"
         return json_response(body)
+
+    @app.get("/debug/quota")
+    def debug_quota() -> Response:
+        def amount(v: int | None) -> str | None:
+            return None if v is None else format_milli(v)
+        report = quota_report()
+        return json_response({"enabled": bool(quota_plugins), "namespaces": {
+            ns: {r: {k: amount(v) for k, v in values.items()} for r, values in per.items()}
+            for ns, per in report.items()}})
 
     @app.get("/debug/queue")
     def debug_queue() -> Response:

@@ -24,9 +24,10 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
   Today's Binding carries the annotation, so a pod is bound with it or has none.
 
-PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``) are kept beside, by namespace/name;
-a PodGroup is stored trimmed even when malformed, and read typed through ``pod_group_spec``
-(``extender.framework.pod_group.PodGroupSpec``, None when malformed).
+PodDisruptionBudgets, PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are kept beside, by
+namespace/name; a PodGroup or ElasticQuota is stored trimmed even when malformed, and read typed
+through ``pod_group_spec`` (``extender.framework.pod_group.PodGroupSpec``, None when malformed)
+and ``quota_specs`` (``extender.framework.elastic_quota.QuotaSpec``, the valid ones).
 
 Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
 ``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
@@ -49,11 +50,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 from extender.cache.changes import ChangeLog
 from extender.cache.labels import LabelIndex
-from extender.cache.pod_groups import PodGroupEntry, trim_pod_group, without_rv
+from extender.cache.pod_groups import StoredObject, trim_pod_group, without_rv
 from extender.cache.snapshot import Snapshot
 from extender.framework import ledger
 from extender.framework.clock import Clock
 from extender.framework.disruption import Budget
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.events import Change, ClusterEvent
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
@@ -97,7 +99,8 @@ class ClusterCache:
         them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
         confirmed, forgotten or given a later deadline meanwhile is dropped when it comes up."""
         self._budgets: dict[str, Budget] = {}
-        self._pod_groups: dict[str, PodGroupEntry] = {}
+        self._pod_groups: dict[str, StoredObject] = {}
+        self._quotas: dict[str, StoredObject] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
@@ -430,36 +433,45 @@ class ClusterCache:
         ``pod_group_spec``. Raises ValueError for an object without a name (nothing to key it by).
         Only a change of what is stored other than the resourceVersion (a status update) counts
         as a change for ``change_count``."""
-        name = (raw.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError("PodGroup metadata.name must be a non-empty string")
-        trimmed = trim_pod_group(raw)
-        problem, spec = PodGroupSpec.parse(trimmed)
-        key = pod_key(trimmed["metadata"]["namespace"], name)
-        with self._lock:
-            previous = self._pod_groups.get(key)
-            self._pod_groups[key] = PodGroupEntry(trimmed, spec)
-            if previous is None or without_rv(previous.raw) != without_rv(trimmed):
-                self._record(ClusterEvent.POD_GROUP_CHANGE, key)
-                if problem is not None:
-                    log.warning("malformed PodGroup: plugins will ignore it",
-                                extra={"pod_group": key, "error": problem})
+        self._keep(self._pod_groups, raw, "PodGroup", PodGroupSpec.parse, ClusterEvent.POD_GROUP_CHANGE, "pod_group")
 
     def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
         """The PodGroup was deleted. A deletion naming another UID than the stored one (an older
         incarnation) is ignored."""
+        self._drop(self._pod_groups, raw, ClusterEvent.POD_GROUP_CHANGE)
+
+    def _keep(self, store: dict[str, StoredObject], raw: Mapping[str, Any], kind: str,
+              parse: Callable[[Mapping[str, Any]], tuple[str | None, Any]], event: ClusterEvent, field: str) -> None:
+        """Store a custom object of ``kind`` (see ``upsert_pod_group``); a malformed one is logged
+        with its key under ``field``."""
+        name = (raw.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{kind} metadata.name must be a non-empty string")
+        trimmed = trim_pod_group(raw)
+        problem, spec = parse(trimmed)
+        key = pod_key(trimmed["metadata"]["namespace"], name)
+        with self._lock:
+            previous = store.get(key)
+            store[key] = StoredObject(trimmed, spec)
+            if previous is None or without_rv(previous.raw) != without_rv(trimmed):
+                self._record(event, key)
+                if problem is not None:
+                    log.warning("malformed object: plugins will ignore it",
+                                extra={"kind": kind, field: key, "error": problem})
+
+    def _drop(self, store: dict[str, StoredObject], raw: Mapping[str, Any], event: ClusterEvent) -> None:
         meta = raw.get("metadata") or {}
         key = pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         uid = meta.get("uid")
         with self._lock:
-            current = self._pod_groups.get(key)
+            current = store.get(key)
             if current is None:
                 return
             stored_uid = current.raw["metadata"].get("uid")
             if uid and stored_uid and uid != stored_uid:
                 return
-            del self._pod_groups[key]
-            self._record(ClusterEvent.POD_GROUP_CHANGE, key)
+            del store[key]
+            self._record(event, key)
 
     def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The stored PodGroup (trimmed raw dict: metadata name/namespace/uid/resourceVersion/
@@ -479,6 +491,23 @@ class ClusterCache:
         with self._lock:
             return [e.raw for e in self._pod_groups.values()
                     if namespace is None or e.raw["metadata"]["namespace"] == namespace]
+
+    # ---- elastic quotas (scheduling.x-k8s.io ElasticQuota) ------------------------------------
+
+    def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        """Add or update an ElasticQuota, as ``upsert_pod_group`` does a PodGroup (a malformed one
+        is left out of ``quota_specs``)."""
+        self._keep(self._quotas, raw, "ElasticQuota", QuotaSpec.parse, ClusterEvent.QUOTA_CHANGE, "elastic_quota")
+
+    def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        """The ElasticQuota was deleted (a deletion naming another UID than the stored one is
+        ignored)."""
+        self._drop(self._quotas, raw, ClusterEvent.QUOTA_CHANGE)
+
+    def quota_specs(self) -> list[QuotaSpec]:
+        """The valid ElasticQuotas, ordered by namespace then name."""
+        with self._lock:
+            return [e.spec for _, e in sorted(self._quotas.items()) if e.spec is not None]
 
     def accounted_pods(self) -> list[PodInfo]:
         """Every pod accounted on a node (bound or assumed)."""

@@ -1,5 +1,5 @@
-"""What the cache keeps of a PodGroup (``scheduling.x-k8s.io``): identity and a private copy of
-the spec, with the spec parsed once (None when malformed)."""
+"""What the cache keeps of a PodGroup or an ElasticQuota (``scheduling.x-k8s.io``): identity and a
+private copy of the spec, with the spec parsed once (None when malformed)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from extender.framework.pod_group import PodGroupSpec
-
 _POD_GROUP_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
 
 def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What the cache keeps of a PodGroup: identity and a private copy of the spec (whatever it
-    is: malformed specs are kept as they are, ``PodGroupSpec.from_raw`` judges them)."""
+    """What the cache keeps of a PodGroup (or an ElasticQuota): identity and a private copy of the
+    spec (whatever it is: malformed specs are kept as they are, ``PodGroupSpec.parse`` and
+    ``QuotaSpec.parse`` judge them)."""
     meta = raw.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     out_meta = {k: meta[k] for k in _POD_GROUP_META if k in meta}
@@ -23,10 +22,10 @@ def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class PodGroupEntry:
+class StoredObject:
     raw: dict[str, Any]
-    spec: PodGroupSpec | None
-    """None when the object is malformed."""
+    spec: Any
+    """The typed spec (``PodGroupSpec``, ``QuotaSpec``); None when the object is malformed."""
 
 
 def without_rv(raw: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -28,6 +28,11 @@ class ClusterEvents(Protocol):
 
     def remove_pod_group(self, raw: Mapping[str, Any]) -> None: ...
 
+    def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        """A ``scheduling.x-k8s.io`` ElasticQuota (the whole object; the sink keeps what it needs)."""
+
+    def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None: ...
+
     def mark_synced(self) -> None: ...
 
 

@@ -4,8 +4,9 @@ Used for the embedded demo cluster, ``--cluster FILE``, tests and simulation. Wr
 the API server where the extender depends on it: a Binding with a UID precondition (409-style
 conflict when the UID differs or the pod is bound elsewhere, success when already bound to the
 same node), evictions that honour PodDisruptionBudgets, resourceVersions that increase on every
-write. PodGroups (``scheduling.x-k8s.io``) are delivered like PodDisruptionBudgets, and can be
-added, replaced and deleted directly (``add_pod_group``, ``delete_pod_group``). Every change is
+write. PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are delivered like
+PodDisruptionBudgets, and can be added, replaced and deleted directly (``add_pod_group``,
+``delete_pod_group``, ``add_elastic_quota``, ``delete_elastic_quota``). Every change is
 delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
 ``bind`` returns. Stored objects are never mutated: each write stores a copy.
 
@@ -53,6 +54,7 @@ class MemoryCluster:
         self._pods: dict[str, dict[str, Any]] = {}
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
         self._pod_groups: dict[str, dict[str, Any]] = {}
+        self._quotas: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
         self.events: deque[dict[str, Any]] = deque(maxlen=event_log)
         self.skipped = 0
@@ -64,10 +66,11 @@ class MemoryCluster:
             pod = self._stamp(pod, copy=False)
             pod["metadata"].setdefault("namespace", "default")
             self._pods[_key_of(pod)] = pod
-        for group in objects.get("PodGroup", []):
-            group = self._stamp(group, copy=False)
-            group["metadata"].setdefault("namespace", "default")
-            self._pod_groups[_key_of(group)] = group
+        for kind, store in (("PodGroup", self._pod_groups), ("ElasticQuota", self._quotas)):
+            for obj in objects.get(kind, []):
+                obj = self._stamp(obj, copy=False)
+                obj["metadata"].setdefault("namespace", "default")
+                store[_key_of(obj)] = obj
 
     # ---- construction -----------------------------------------------------------------------
 
@@ -102,8 +105,9 @@ class MemoryCluster:
                 self._deliver(sink.upsert_pod, pod, "pod")
             for pdb in self._pdbs:
                 self._deliver(sink.upsert_pdb, pdb, "pdb")
-            for group in self._pod_groups.values():
-                self._deliver(sink.upsert_pod_group, group, "podgroup")
+            for kind, store in (("podgroup", self._pod_groups), ("elasticquota", self._quotas)):
+                for obj in store.values():
+                    self._deliver(self._sink_calls(sink, kind)[0], obj, kind)
             self._sinks.append(sink)
         sink.mark_synced()
 
@@ -161,26 +165,45 @@ class MemoryCluster:
 
     def add_pod_group(self, group: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace a PodGroup; returns the stored copy."""
-        with self._lock:
-            stored = self._stamp(group)
-            stored["metadata"].setdefault("namespace", "default")
-            self._pod_groups[_key_of(stored)] = stored
-            for sink in list(self._sinks):
-                self._deliver(sink.upsert_pod_group, stored, "podgroup")
-            return stored
+        return self._add_custom(self._pod_groups, group, "podgroup")
 
     def delete_pod_group(self, namespace: str, name: str) -> bool:
-        with self._lock:
-            group = self._pod_groups.pop(pod_key(namespace, name), None)
-            if group is None:
-                return False
-            for sink in list(self._sinks):
-                sink.remove_pod_group(group)
-            return True
+        return self._delete_custom(self._pod_groups, namespace, name, "podgroup")
 
     def pod_groups(self) -> list[dict[str, Any]]:
         with self._lock:
             return [_deepcopy(g) for g in self._pod_groups.values()]
+
+    def add_elastic_quota(self, quota: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace an ElasticQuota; returns the stored copy."""
+        return self._add_custom(self._quotas, quota, "elasticquota")
+
+    def delete_elastic_quota(self, namespace: str, name: str) -> bool:
+        return self._delete_custom(self._quotas, namespace, name, "elasticquota")
+
+    def _sink_calls(self, sink: ClusterEvents, kind: str) -> tuple[Any, Any]:
+        """(upsert, remove) of ``sink`` for a custom ``kind``."""
+        if kind == "podgroup":
+            return sink.upsert_pod_group, sink.remove_pod_group
+        return sink.upsert_elastic_quota, sink.remove_elastic_quota
+
+    def _add_custom(self, store: dict[str, dict[str, Any]], obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        with self._lock:
+            stored = self._stamp(obj)
+            stored["metadata"].setdefault("namespace", "default")
+            store[_key_of(stored)] = stored
+            for sink in list(self._sinks):
+                self._deliver(self._sink_calls(sink, kind)[0], stored, kind)
+            return stored
+
+    def _delete_custom(self, store: dict[str, dict[str, Any]], namespace: str, name: str, kind: str) -> bool:
+        with self._lock:
+            obj = store.pop(pod_key(namespace, name), None)
+            if obj is None:
+                return False
+            for sink in list(self._sinks):
+                self._sink_calls(sink, kind)[1](obj)
+            return True
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:

@@ -1,9 +1,9 @@
 """Loading Kubernetes objects from YAML: multi-document files or a ``v1`` ``List``.
 
-Nodes, Pods, PriorityClasses, PodDisruptionBudgets and PodGroups (``scheduling.x-k8s.io``, the
-scheduler-plugins CRD; a PodGroup of another API group, e.g. Volcano's, is not one) are kept; other
-kinds are ignored with a warning. A PodGroup's spec is not validated here: the cache keeps it as
-it is and plugins see a malformed one as absent. Pods without ``spec.priority`` get it from their
+Nodes, Pods, PriorityClasses, PodDisruptionBudgets, PodGroups and ElasticQuotas
+(``scheduling.x-k8s.io``, the scheduler-plugins CRDs; a PodGroup of another API group, e.g.
+Volcano's, is not one) are kept; other kinds are ignored with a warning. The specs of the CRDs are
+not validated here: the cache keeps them as they are and plugins see a malformed one as absent. Pods without ``spec.priority`` get it from their
 ``priorityClassName`` or the global default class, as the admission controller would have done in
 a real cluster.
 """
@@ -18,9 +18,9 @@ import yaml
 
 log = logging.getLogger(__name__)
 
-KINDS = ("Node", "Pod", "PriorityClass", "PodDisruptionBudget", "PodGroup")
+KINDS = ("Node", "Pod", "PriorityClass", "PodDisruptionBudget", "PodGroup", "ElasticQuota")
 
-_GROUPS = {"PodGroup": "scheduling.x-k8s.io"}
+_GROUPS = {"PodGroup": "scheduling.x-k8s.io", "ElasticQuota": "scheduling.x-k8s.io"}
 """Kinds whose name other API groups use too: only this group's are kept (no apiVersion: kept)."""
 
 

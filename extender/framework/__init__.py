@@ -13,6 +13,7 @@ any release. ``docs/writing-a-policy.md`` lists every name with its use.
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
 from extender.framework.durations import parse_duration
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
 from extender.framework.handle import (ClusterWriter, Handle, ReservationsView, SnapshotView, WaitingPodsView,
                                        WaitingPodView, WriteError)
@@ -20,14 +21,14 @@ from extender.framework.interfaces import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN
                                            CapacityReporter, FilterPlugin, NodeCapacity, PermitPlugin, Plugin,
                                            PostBindPlugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin,
                                            PreemptionPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-                                           QueueSortPlugin, ReservePlugin, ScorePlugin, Victim)
+                                           QueueSortPlugin, QuotaReporter, ReservePlugin, ScorePlugin, Victim)
 from extender.framework.pod_group import GROUP_LABEL, PodGroupSpec, group_of
 from extender.framework.registration import ArgsError, PluginSpec, no_args, schema_parser
 from extender.framework.resources import QuantityError, format_milli, milli, parse_quantity
 from extender.framework.status import SKIP, SUCCESS, Code, PluginError, Status
 from extender.framework.views import NodeInfo, PodInfo
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 """The plugin API's version, ``MAJOR.MINOR``: MINOR grows when names or optional methods are
 added (a plugin written for 1.0 runs on 1.3), MAJOR when a name goes or a contract changes (a
 plugin must be checked against the new one). A plugin may refuse to load on a MAJOR it does not
@@ -42,10 +43,12 @@ __all__ = [
     # what plugins see
     "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
     "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
+    "QuotaSpec",
     # extension points
     "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
     "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
     "BindPlugin", "PostBindPlugin", "PreemptionPlugin", "Victim", "CapacityReporter", "NodeCapacity",
+    "QuotaReporter",
     "EXTENSION_POINTS", "MAX_NODE_SCORE", "MIN_NODE_SCORE",
     # queueing hints
     "CAPACITY_EVENTS", "Change", "ClusterEvent",

@@ -33,6 +33,7 @@ class ClusterEvent(enum.Enum):
     """Managed resources accounted to a pod were freed: it was deleted, finished, or an assumed
     or reserved allocation was forgotten or expired."""
     POD_GROUP_CHANGE = "PodGroup/Change"
+    QUOTA_CHANGE = "ElasticQuota/Change"
     DISRUPTION_BUDGET_CHANGE = "PodDisruptionBudget/Change"
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Proto
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
@@ -133,6 +134,11 @@ class ReservationsView(Protocol):
     def held_on(self, node: str, pod: PodInfo) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``."""
 
+    def held(self) -> list[tuple[str, PodInfo]]:
+        """Every live slot as (the UID of the pod it stands for: its claimer, else the member it
+        was planned for; its placeholder, with the namespace, node and managed requests held).
+        Lock-free, like ``held_on``."""
+
 
 class Handle(Protocol):
     """The engine, as seen by a plugin."""
@@ -181,6 +187,17 @@ class Handle(Protocol):
         """The PodGroup (``scheduling.x-k8s.io/v1alpha1``) ``namespace/name``; None when there is
         none (not created yet, or the CRD is not installed) or it is malformed (logged once by
         the cache), so the plugin falls back to its own defaults."""
+
+    def quotas(self) -> list[QuotaSpec]:
+        """The valid ElasticQuotas (``scheduling.x-k8s.io/v1alpha1``) the cluster holds, ordered
+        by namespace then name; none when the CRD is not installed or readable."""
+
+    def pending_pods(self) -> list[PodInfo]:
+        """Followed pods that are neither bound nor assumed (gated ones included)."""
+
+    def change_count(self) -> int:
+        """Grows with every change the extender sees (nodes, pods - pending ones included -,
+        PodGroups, ElasticQuotas...): what a plugin keys a derived table on."""
 
     def permit_budget(self) -> float:
         """Seconds a Permit wait may last: the scheduler's httpTimeout minus the margin needed to

@@ -164,6 +164,19 @@ class CapacityReporter(Plugin, Protocol):
         """What the plugin accounts on ``node`` (None: nothing, e.g. no devices)."""
 
 
+@runtime_checkable
+class QuotaReporter(Plugin, Protocol):
+    """Not an extension point: a plugin that enforces quotas says where each namespace stands."""
+
+    def quota_report(self) -> Mapping[str, Mapping[str, Mapping[str, int | None]]]:
+        """Namespace -> resource -> ``min``, ``max`` (None: none), ``used``, ``borrowed``, ``lent``
+        and ``pending`` (asked by pods that wait), in milli-units."""
+
+    def quota_verdict(self, pod: PodInfo) -> str | None:
+        """Why ``pod`` does not fit its namespace's quota now (None: it does), as admission
+        judges a gated pod and Filter any other."""
+
+
 EXTENSION_POINTS: dict[str, type] = {
     "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,

@@ -36,6 +36,20 @@ def group_of(labels: Mapping[str, str]) -> str | None:
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
+def named_spec(raw: Mapping[str, Any] | None) -> tuple[str | None, Mapping[str, Any], Mapping[str, Any]]:
+    """``(None, metadata, spec)`` of a scheduling.x-k8s.io object (PodGroup, ElasticQuota) with a
+    name and a spec map; ``(what is wrong, {}, {})`` otherwise."""
+    if not isinstance(raw, Mapping):
+        return "not an object", {}, {}
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        return "metadata.name must be a non-empty string", {}, {}
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping):
+        return f"spec must be a map, got {type(spec).__name__}", {}, {}
+    return None, meta, spec
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroupSpec:
     """A valid PodGroup. ``min_resources`` is in milli-units (``extender.framework.resources``)."""
@@ -61,14 +75,9 @@ class PodGroupSpec:
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> tuple[str | None, PodGroupSpec | None]:
         """``(None, spec)`` for a valid PodGroup, ``(what is wrong, None)`` otherwise."""
-        if not isinstance(raw, Mapping):
-            return "not an object", None
-        meta = raw.get("metadata")
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-            return "metadata.name must be a non-empty string", None
-        spec = raw.get("spec")
-        if not isinstance(spec, Mapping):
-            return f"spec must be a map, got {type(spec).__name__}", None
+        problem, meta, spec = named_spec(raw)
+        if problem is not None:
+            return problem, None
         min_member = spec.get("minMember")
         if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
             return f"spec.minMember must be an integer >= 1, got {min_member!r}", None

@@ -23,7 +23,10 @@ after ``holdTimeout`` seconds without kube-scheduler binding it, whichever comes
 counts against the pod itself or the members of its pod group (Gang plans for those as one). A
 pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try it yet).
 A pod that PreEnqueue admits but for which no node has room once the holds are counted stays
-gated.
+gated - unless ``make_room`` (the runtime's preemption at admission: its profile's PostFilter,
+e.g. a quota plugin reclaiming lent capacity) makes room for it, as kube-scheduler's cycle would:
+it is then admitted, nominated to that node, and the nomination holds the room instead of an
+admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message) whenever its verdict is new or changes, so ``kubectl describe pod`` tells
@@ -48,7 +51,7 @@ from typing import Callable
 from extender.framework.handle import ClusterWriter, WriteError
 from extender.framework.pod_group import group_of
 from extender.framework.views import PodInfo
-from extender.queue.interfaces import Place, QueueMetrics, QueuePlugins
+from extender.queue.interfaces import MakeRoom, Place, QueueMetrics, QueuePlugins
 from extender.queue.queue import SchedulingQueue, admission_owner
 
 log = logging.getLogger(__name__)
@@ -91,7 +94,7 @@ class Admitter:
 
     def __init__(self, queue: SchedulingQueue, plugins: QueuePlugins, place: Place, writer: ClusterWriter,
                  gate: str, strategy: str = "BestEffortFIFO", hold_timeout: float = 30.0,
-                 metrics: QueueMetrics | None = None) -> None:
+                 metrics: QueueMetrics | None = None, make_room: MakeRoom | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         self.queue = queue
@@ -99,6 +102,7 @@ class Admitter:
         self.reservations = queue.reservations
         self.plugins = plugins
         self.place = place
+        self.make_room = make_room
         self.writer = writer
         self.metrics = metrics
         self.gate = gate
@@ -145,14 +149,17 @@ class Admitter:
                 continue
             evaluated += 1
             st = self.plugins.pre_enqueue(pod)
-            if not st.ok:
+            preempted = not st.ok and self.make_room is not None and self.make_room(pod, st)
+            if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
                 self._hold_at_gate(pod, _Verdict(st.plugin or "", reason))
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            node = self.place(pod, strict=True) if pod.requests else ""
+            node = "" if preempted or not pod.requests else self.place(pod, strict=True)
+            if node is None and self.make_room is not None and self.make_room(pod, None):
+                node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason

@@ -74,6 +74,14 @@ class Place(Protocol):
                  extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None: ...
 
 
+class MakeRoom(Protocol):
+    """Preemption at admission: no node has room for ``pod`` (``refused``: the PreEnqueue verdict
+    that said so; None when PreEnqueue admitted it and ``Place`` found no node). Did its profile's
+    PostFilter make some - evicting victims and nominating it to a node? (``Engine.make_room``)"""
+
+    def __call__(self, pod: PodInfo, refused: Status | None) -> bool: ...
+
+
 class QueueMetrics(Protocol):
     """The counters the queue's loops move (``extender.metrics.Metrics`` has them)."""
 

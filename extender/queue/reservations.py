@@ -240,6 +240,13 @@ class Reservations:
             out.append(slot.placeholder)
         return out
 
+    def held(self) -> list[tuple[str, PodInfo]]:
+        """Every live slot as (its claimer's UID, else the UID it was planned for; placeholder).
+        Lock-free, as ``held_on`` (a Filter plugin may ask from inside the cache's assume)."""
+        now = self.clock.monotonic()
+        return [(slot.claimed_by or slot.planned_for, slot.placeholder)
+                for entries in list(self._by_node.values()) for res, slot in entries if res.expires > now]
+
     def describe(self) -> list[dict[str, Any]]:
         with self._lock:
             self._expire()

@@ -1,6 +1,6 @@
 """Engine: the four extender verbs, each run as framework cycles over the cache and the queue.
 
-* ``filter`` / ``prioritize`` and ``placement``: the scheduling cycle (``extender.runtime.scheduling``);
+* ``filter`` / ``prioritize``, ``placement`` and ``make_room``: the scheduling cycle (``extender.runtime.scheduling``);
 * ``preempt``: managed-resource preemption (``extender.runtime.preemption``);
 * ``bind`` and ``collect_orphans``: the binding cycle and its upkeep (``extender.runtime.binding``).
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from extender.cache.cache import ClusterCache
+from extender.framework.status import Status
 from extender.framework.views import PodInfo
 from extender.metrics import Metrics
 from extender.runtime.binding import BindingCycle
@@ -65,6 +66,9 @@ class Engine:
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
                   extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
         return self.scheduling.placement(pod, names, strict=strict, extra=extra)
+
+    def make_room(self, pod: PodInfo, refused: Status | None) -> bool:
+        return self.scheduling.make_room(pod, refused)
 
     def preempt(self, raw_pod: Mapping[str, Any], candidates: Mapping[str, Candidate]) -> dict[str, PreemptDecision]:
         return self.preemption.preempt(raw_pod, candidates)

@@ -15,6 +15,7 @@ from extender.cache.snapshot import Snapshot
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
+from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.handle import ClusterWriter
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
@@ -94,6 +95,15 @@ class EngineHandle:
 
     def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
         return self.cache.pod_group_spec(namespace, name)
+
+    def quotas(self) -> list[QuotaSpec]:
+        return self.cache.quota_specs()
+
+    def pending_pods(self) -> list[PodInfo]:
+        return self.cache.pending_pods()
+
+    def change_count(self) -> int:
+        return self.cache.change_count()
 
     def permit_budget(self) -> float:
         """httpTimeout minus the bind margin (at least a tenth of the timeout is kept for the

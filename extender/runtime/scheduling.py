@@ -8,6 +8,7 @@
   Event.
 * ``prioritize``: PreScore -> Score -> NormalizeScore -> weights; 0..100 per node.
 * ``placement``: the node Filter and Score would choose now (admission and nudges ask it).
+* ``make_room``: preemption at admission, for a gated pod no node has room for.
 """
 
 from __future__ import annotations
@@ -72,6 +73,43 @@ class SchedulingCycle(VerbContext):
         if not st.ok:
             scores = {}
         return min(feasible, key=lambda name: (-scores.get(name, 0), name))
+
+    def make_room(self, pod: PodInfo, refused: Status | None) -> bool:
+        """No node has room for gated ``pod`` (``refused``: the PreEnqueue verdict that said so):
+        did its profile's PostFilter plugins make some (evicting victims, nominating it)? Only
+        when every PreEnqueue plugin that is not also a Filter plugin admits it: those that are
+        (capacity, quota) judge what preemption changes; the others (a gang's member count) do
+        not. PostFilter sees Filter's statuses over every node, the capacity held against the
+        pod counted, as in a filter call."""
+        fw = self.profiles.framework_for(pod)
+        if not fw.post_filter_plugins or pod.preemption_policy == "Never":
+            return False
+        if refused is not None:
+            if refused.code is not Code.UNSCHEDULABLE:
+                return False
+            judges = {p.name for p in fw.filter_plugins}
+            if any(p.name not in judges and not p.pre_enqueue(pod).ok for p in fw.pre_enqueue_plugins):
+                return False
+        state = CycleState()
+        snapshot = self.cache.snapshot()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        if st.code is Code.ERROR:
+            return False
+        if not st.ok:
+            statuses = {n.name: st for n in snapshot}
+        else:
+            held = self.queue.held_nodes()
+            nodes = [self.queue.with_held(n, pod, True) if n.name in held else n for n in snapshot
+                     if allowed is None or n.name in allowed]
+            result = fw.run_filter(state, pod, nodes)
+            if result.feasible:
+                return False
+            statuses = result.rejected
+        nominated, st = fw.run_post_filter(state, pod, statuses)
+        if st.ok and nominated:
+            log.info("preempted at admission", extra={"pod": pod.key, "node": nominated})
+            return True
+        return False
 
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:

@@ -107,9 +107,9 @@ def _progress(scheduler: Scheduler, wall0: float) -> None:
           f"{cycles} cycles, {bound} bound, {pending} pending", file=sys.stderr, flush=True)
 
 
-def _fetch_snapshot(transport: Transport, url_prefix: str) -> dict[str, Any] | None:
+def _fetch_snapshot(transport: Transport, url_prefix: str, path: str = "/debug/snapshot") -> dict[str, Any] | None:
     parts = urlsplit(url_prefix)
-    url = f"{parts.scheme or 'http'}://{parts.netloc}/debug/snapshot"
+    url = f"{parts.scheme or 'http'}://{parts.netloc}{path}"
     try:
         resp = transport.get(url, 5.0)
         if resp.status != 200:
@@ -184,6 +184,7 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
     managed = [r["name"] for r in entry.get("managedResources") or []]
     report = build_report(scheduler, summary, managed=managed,
                           extender_snapshot=_fetch_snapshot(transport, entry["urlPrefix"]),
+                          extender_quota=_fetch_snapshot(transport, entry["urlPrefix"], "/debug/quota"),
                           cluster_events=getattr(cluster, "events", ()))
     paths = write_outputs(report, args.out)
     if args.quiet:

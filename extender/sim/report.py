@@ -103,9 +103,11 @@ def _evicted_by_extender(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence[str] = (),
                  extender_snapshot: Mapping[str, Any] | None = None,
-                 cluster_events: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                 cluster_events: Iterable[Mapping[str, Any]] = (),
+                 extender_quota: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The report of a finished run (JSON-able). ``managed`` names the extender's managed
     resources; ``extender_snapshot`` is its /debug/snapshot document, when reachable;
+    ``extender_quota`` its /debug/quota document (quota use per namespace, when quotas are on);
     ``cluster_events`` the Events recorded in the cluster (to find the extender's evictions)."""
     traces = list(scheduler.traces.values())
     evicted = _evicted_by_extender(cluster_events)
@@ -194,6 +196,7 @@ def build_report(scheduler: Scheduler, summary: RunSummary, *, managed: Sequence
         "utilization": {"managedResources": managed, "source": "extender /debug/snapshot" if ext_nodes else "scheduler",
                         "nodes": nodes_out, "totals": totals, "discrepancies": discrepancies},
         "devices": devices,
+        "quota": dict((extender_quota or {}).get("namespaces") or {}),
         "latency": latency_table(scheduler.stats.snapshot()),
         "extenders": [{"urlPrefix": e.name, "filterVerb": e.spec.filter_verb, "prioritizeVerb": e.spec.prioritize_verb,
                        "preemptVerb": e.spec.preempt_verb, "bindVerb": e.spec.bind_verb, "weight": e.spec.weight,
@@ -268,6 +271,13 @@ def render_text(report: Mapping[str, Any]) -> str:
                 rows.append([where, f"#{d['id']}", f"{d['memoryMiB']['used']}/{d['memoryMiB']['total']} MiB",
                              f"{d['compute']['used']}/{d['compute']['total']}% compute", state,
                              ", ".join(d["pods"])])
+        lines += _table(rows)
+    if report.get("quota"):
+        lines += ["", "Quota use per namespace (extender /debug/quota):"]
+        rows = [["namespace", "resource", "min", "max", "used", "borrowed", "lent", "pending"]]
+        for ns, per in report["quota"].items():
+            for r, q in per.items():
+                rows.append([ns, r, *[q.get(k) or "-" for k in ("min", "max", "used", "borrowed", "lent", "pending")]])
         lines += _table(rows)
     if report["latency"]:
         lines += ["", "Extender calls (ms):"]

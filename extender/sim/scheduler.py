@@ -305,6 +305,12 @@ class Scheduler:
     def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
         pass
 
+    def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        pass
+
+    def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        pass
+
     def upsert_node(self, raw: Mapping[str, Any]) -> None:
         with self._cond:
             new = self.cache.upsert_node(raw)

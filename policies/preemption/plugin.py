@@ -21,7 +21,8 @@ import logging
 from typing import Any, Mapping
 
 from extender.framework.cycle_state import CycleState
-from extender.framework.handle import Handle, WriteError
+from extender.framework import eviction
+from extender.framework.handle import Handle
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
 from extender.framework.registration import PluginSpec
@@ -39,13 +40,10 @@ class ManagedPreemption:
         self._generations = itertools.count(-10**9, -1)
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
-        if pod.preemption_policy == "Never":
-            return None, Status.unschedulable("preemptionPolicy is Never")
         snapshot = self.handle.snapshot()
-        if pod.nominated_node_name:
-            nominated = snapshot.get(pod.nominated_node_name)
-            if nominated is not None and any(p.deleting and p.priority < pod.priority for p in nominated.pods.values()):
-                return None, Status.unschedulable("waiting for earlier victims to terminate")
+        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority)
+        if wait is not None:
+            return None, wait
         candidates = []
         for name, st in statuses.items():
             if st.code is not Code.UNSCHEDULABLE:
@@ -65,31 +63,11 @@ class ManagedPreemption:
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
-        writer = self.handle.writer
-        evicted = 0
-        for victim in candidate.victims:
-            grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-            try:
-                writer.evict(victim.namespace, victim.name, victim.uid,
-                             int(grace) if isinstance(grace, int) else None)
-            except WriteError as exc:
-                log.info("eviction refused", extra={"pod": pod.key, "victim": victim.key, "node": candidate.node,
-                                                    "error": str(exc), "already_evicted": evicted})
-                if not evicted:
-                    return False  # nothing lost: try the next node
-                break  # pods are already gone here: stay with this node rather than evict elsewhere too
-            evicted += 1
-            writer.record_event(victim.raw, type_="Normal", reason="Preempted",
-                                message=f"Preempted by pod {pod.key} (priority {pod.priority}) on node "
-                                        f"{candidate.node}", related=pod.raw)
-        try:
-            writer.set_nominated_node(pod.namespace, pod.name, candidate.node)
-        except WriteError as exc:
-            log.warning("nominating failed", extra={"pod": pod.key, "error": str(exc)})
-        writer.record_event(pod.raw, type_="Normal", reason="Preempting",
-                            message=f"Evicted {len(candidate.victims)} lower-priority pod(s) "
-                                    f"({', '.join(v.key for v in candidate.victims)}) on node {candidate.node}; "
-                                    f"nominated there")
+        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims):
+            return False  # nothing lost: try the next node
+        eviction.nominate(self.handle.writer, pod, candidate.node,
+                          f"Evicted {len(candidate.victims)} lower-priority pod(s) "
+                          f"({', '.join(v.key for v in candidate.victims)}) on node {candidate.node}; nominated there")
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
                                      "victims": [v.key for v in candidate.victims]})
         return True

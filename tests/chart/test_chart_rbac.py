@@ -29,6 +29,9 @@ def expected_rules(v: dict[str, Any]) -> list[dict[str, Any]]:
         rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]})
     if f["gang"]:
         rules.append({"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]})
+    if f.get("quota"):
+        rules.append({"apiGroups": ["scheduling.x-k8s.io"], "resources": ["elasticquotas"],
+                      "verbs": ["get", "list", "watch"]})
     return rules
 
 

@@ -23,7 +23,7 @@ from chart_kit import (
 def test_ci_values_cover_the_required_setups() -> None:
     assert SECOND and STANDALONE
     want = {"default", "second-scheduler", "tls-client-verification", "ha", "networkpolicy-servicemonitor",
-            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue", "nvidia"}
+            "binding-disabled", "gang-preemption", "gang-profiles", "admission-requeue", "nvidia", "quota"}
     assert want <= set(CI_IDS)
 
 

@@ -185,3 +185,43 @@ status:
     assert waits["pod"] == "default/waits" and waits["attempts"] == 1, "admitted once the GPUs were free"
     assert [p["pod"] for p in report["pending"]] == ["default/never"]
     assert report["summary"]["virtualSeconds"] < 60, "the run ends once nothing can change"
+
+
+def test_simulate_reports_quota_use_per_namespace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An ElasticQuota in the cluster file and CapacityQuota enabled: team-a (min 1, max 2) gets
+    2 of its 3 pods placed, and the report says where each namespace stands."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("""apiVersion: v1
+kind: Node
+metadata: {name: box, labels: {kubernetes.io/hostname: box}}
+status:
+  allocatable: {cpu: "4", memory: 8Gi, pods: "10", example.com/gpu: "4"}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: quota, namespace: team-a}
+spec: {min: {example.com/gpu: "1"}, max: {example.com/gpu: "2"}}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: quota, namespace: team-b}
+spec: {min: {example.com/gpu: "2"}}
+""")
+    workload = tmp_path / "w.yaml"
+    workload.write_text("- {name: a, namespace: team-a, count: 3, requests: {example.com/gpu: 1}}\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("""apiVersion: kube-extender.io/v1alpha1
+kind: ExtenderConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins: {multiPoint: {enabled: [{name: CapacityQuota}]}}
+""")
+    assert simulate("--cluster", str(cluster), "--workload", str(workload), "--config", str(config),
+                    "--out", str(tmp_path / "o")) == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert len(report["bound"]) == 2
+    assert report["quota"]["team-a"]["example.com/gpu"] == {"min": "1", "max": "2", "used": "2", "borrowed": "1",
+                                                            "lent": "0", "pending": "1"}
+    assert report["quota"]["team-b"]["example.com/gpu"]["lent"] == "1"
+    text = capsys.readouterr().out
+    assert "Quota use per namespace" in text and "team-a     example.com/gpu  1    2    2     1" in text

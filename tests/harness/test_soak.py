@@ -25,3 +25,34 @@ def test_a_small_soak_breaks_no_invariant() -> None:
     assert result.kills >= 1 and result.restarts >= 1 and result.failovers >= 1
     assert sum(result.faults.values()) > 0
     assert result.groups["complete"] > 0 and result.outcomes[("preemptor", "bound")] > 0
+
+
+def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_long() -> None:
+    """The soak's ``quota`` check on its own, fed Pod writes: 6 nodes x 8 GPUs, so each namespace
+    has min 24 and max 36 GPUs."""
+    from extender.testing.fakeapi import builders
+    from extender.testing.harness.soak import RECLAIM_WITHIN, _QuotaWatch
+
+    clock = [0.0]
+
+    def gpu_pod(name: str, ns: str, gpus: int, node: str = "") -> dict:
+        obj = builders.pod(name, ns, node=node or None)
+        obj["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": str(gpus)}}
+        return obj
+
+    watch = _QuotaWatch(SMALL, {"ml-a/wait"}, {}, lambda: clock[0])
+    assert watch.quotas == {"ml-a": (24, 36), "ml-b": (24, 36)}
+    watch.write("ADDED", gpu_pod("big", "ml-b", 30, node="n1"))  # ml-b borrows 6
+    watch.write("ADDED", gpu_pod("wait", "ml-a", 4))  # ml-a, under its min, waits
+    clock[0] = RECLAIM_WITHIN + 1
+    watch.write("ADDED", gpu_pod("more", "ml-b", 7, node="n2"))  # 37 > max 36
+    watch.write("DELETED", gpu_pod("big", "ml-b", 30, node="n1"))  # too late
+    assert watch.violations == [
+        "31.00s ml-b: 37 GPUs bound, above its max 36 (ml-b/more bound)",
+        "0.00s ml-a: under its min with pending demand while others borrowed, for 31.0s"]
+    watch.write("DELETED", gpu_pod("more", "ml-b", 7, node="n2"))
+    watch.write("ADDED", gpu_pod("big2", "ml-b", 30, node="n1"))
+    clock[0] += 5
+    watch.write("MODIFIED", gpu_pod("wait", "ml-a", 4, node="n3"))  # reclaimed in time
+    watch.finish()
+    assert len(watch.violations) == 2 and watch.stretches == [RECLAIM_WITHIN + 1, 5.0]

@@ -66,7 +66,7 @@ def make_api(crds: tuple[str, ...]) -> FakeApiServer:
 def running() -> Iterator[Callable[..., tuple[FakeApiServer, Running]]]:
     started: list[tuple[FakeApiServer, Running | None]] = []
 
-    def start(crds: tuple[str, ...] = ("podgroups",), before: Callable[[FakeApiServer], Any] | None = None
+    def start(crds: tuple[str, ...] = ("podgroups", "elasticquotas"), before: Callable[[FakeApiServer], Any] | None = None
               ) -> tuple[FakeApiServer, Running]:
         api = make_api(crds)
         started.append((api, None))
@@ -152,7 +152,7 @@ def test_a_status_update_does_not_count_as_a_change(running: Callable[..., tuple
 def test_crd_absent_syncs_the_rest_quietly_and_picks_it_up_once_installed(
         running: Callable[..., tuple[FakeApiServer, Running]], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="extender.cluster.kube.source"):
-        api, ext = running(crds=())
+        api, ext = running(crds=("elasticquotas",))
         assert ext.ready() == 200, "ready without the CRD"
         assert ext.cache.snapshot().get("n1") is not None and ext.cache.pending_pod("default", "p") is not None
         assert ext.source.unavailable == {"podgroup"}

@@ -75,6 +75,7 @@ ANSWERS = [
     ("GET", "/debug/pods/default/p1", None, 200),
     ("GET", "/debug/pods/default/nobody", None, 404),
     ("GET", "/debug/queue", None, 200),
+    ("GET", "/debug/quota", None, 200),
     ("GET", "/debug/config?pretty", None, 200),
 ]
 

@@ -9,16 +9,17 @@ from pathlib import Path
 import extender.framework as api
 
 PINNED = {
-    "API_VERSION": "1.0",
+    "API_VERSION": "1.1",
     "names": sorted([
         "API_VERSION", "ArgsError", "PluginSpec", "no_args", "schema_parser",
         "Code", "PluginError", "SKIP", "SUCCESS", "Status",
         "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
         "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
+        "QuotaSpec",
         "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
         "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
         "BindPlugin", "PostBindPlugin", "PreemptionPlugin", "Victim", "CapacityReporter", "NodeCapacity",
-        "EXTENSION_POINTS", "MAX_NODE_SCORE", "MIN_NODE_SCORE",
+        "QuotaReporter", "EXTENSION_POINTS", "MAX_NODE_SCORE", "MIN_NODE_SCORE",
         "CAPACITY_EVENTS", "Change", "ClusterEvent",
         "QuantityError", "format_milli", "milli", "parse_quantity", "parse_duration",
     ]),

@@ -149,3 +149,12 @@ def test_extending_adds_slots_to_what_the_owner_holds_and_renews_it(held: Reserv
     assert held.nodes() == {"n1", "n2", "n3"} and len(held.held_on("n3", pod("other", 10))) == 2
     held.place("g", 10, [("n4", pod("m3", 10))], ttl=5.0)  # without extend: replaces
     assert held.nodes() == {"n4"}
+
+
+def test_held_lists_every_live_slot_with_the_pod_it_stands_for(held: Reservations, clock: FakeClock) -> None:
+    held.place("admitted/u-x", 0, [("n3", pod("x"))], ttl=1.0)
+    assert held.claim("g", "u-m1", prefer={"n2"}) == "n2"
+    slots = sorted((uid, p.node_name) for uid, p in held.held())
+    assert slots == [("u-m0", "n1"), ("u-m0", "n1"), ("u-m1", "n2"), ("u-x", "n3")]
+    clock.advance(2.0)  # the admission hold expired: no longer listed, even before anyone drops it
+    assert sorted(p.node_name for _, p in held.held()) == ["n1", "n1", "n2"]

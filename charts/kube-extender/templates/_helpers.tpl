@@ -463,4 +463,9 @@ exec:
   resources: [podgroups]
   verbs: [get, list, watch]
 {{- end }}
+{{- if $f.quota }}
+- apiGroups: [scheduling.x-k8s.io]
+  resources: [elasticquotas]
+  verbs: [get, list, watch]
+{{- end }}
 {{- end -}}

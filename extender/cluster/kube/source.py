@@ -16,13 +16,13 @@
 * ``connected()`` tells whether every kind is being watched right now (an open stream), which a
   replica that has just become leader waits for: while a watch is away, writes of the previous
   leader may be missing from the cache.
-* PodGroups (``scheduling.x-k8s.io/v1alpha1``, a CRD) are followed the same way when the cluster
-  serves them. A 404 on their list (or watch) means the CRD is not installed (a 403: the extender
-  may not read them, see the chart's ``features.gang``): this is logged once at INFO, the objects
+* PodGroups and ElasticQuotas (``scheduling.x-k8s.io/v1alpha1``, CRDs) are followed the same way
+  when the cluster serves them. A 404 on their list (or watch) means the CRD is not installed (a 403: the extender
+  may not read them, see the chart's ``features.gang`` and ``features.quota``): this is logged once at INFO, the objects
   known so far are removed, and the list is retried every ``crd_retry_interval`` seconds (default
   3 minutes) with no error logged or counted, so installing the CRD later needs no restart.
 * The sink is marked synced once the initial lists of nodes, pods and PDBs are in and the
-  PodGroups are either listed or known to be unavailable (``/readyz`` then turns ready).
+  CRDs' objects are either listed or known to be unavailable (``/readyz`` then turns ready).
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ log = logging.getLogger(__name__)
 FREEZE_EVERY = 5000
 
 PATHS = {"node": "/api/v1/nodes", "pod": "/api/v1/pods", "pdb": "/apis/policy/v1/poddisruptionbudgets",
-         "podgroup": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"}
+         "podgroup": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+         "elasticquota": "/apis/scheduling.x-k8s.io/v1alpha1/elasticquotas"}
 
-OPTIONAL = frozenset({"podgroup"})
+OPTIONAL = frozenset({"podgroup", "elasticquota"})
 """Kinds served by a CRD that may not be installed (or readable): 404 / 403 is "unavailable"."""
 
 CRD_RETRY_INTERVAL = 180.0
@@ -335,8 +336,8 @@ class KubeSource:
             self._count("skipped", kind)
             return None
         key = name if kind == "node" else f"{meta.get('namespace') or 'default'}/{name}"
-        if kind == "podgroup":
-            return self._apply_pod_group(sink, etype, key, obj, meta)
+        if kind in OPTIONAL:
+            return self._apply_custom(sink, kind, etype, key, obj, meta)
         if kind == "pdb":
             if etype == "DELETED":
                 self._known[kind].pop(key, None)
@@ -377,18 +378,21 @@ class KubeSource:
             log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
             return None
 
-    def _apply_pod_group(self, sink: ClusterEvents, etype: str, key: str, obj: dict[str, Any],
-                         meta: dict[str, Any]) -> str | None:
-        known = self._known["podgroup"]
+    def _apply_custom(self, sink: ClusterEvents, kind: str, etype: str, key: str, obj: dict[str, Any],
+                      meta: dict[str, Any]) -> str | None:
+        """A PodGroup or an ElasticQuota: the cache trims it and judges its spec."""
+        known = self._known[kind]
+        upsert, remove = ((sink.upsert_pod_group, sink.remove_pod_group) if kind == "podgroup"
+                          else (sink.upsert_elastic_quota, sink.remove_elastic_quota))
         try:
             if etype == "DELETED":
                 if known.pop(key, None) is not None:
-                    sink.remove_pod_group(obj)
+                    remove(obj)
                 return None
-            sink.upsert_pod_group(obj)  # the cache trims it and judges its spec
+            upsert(obj)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self._count("skipped", "podgroup")
-            log.warning("skipping malformed object", extra={"kind": "podgroup", "object": key, "error": str(exc)})
+            self._count("skipped", kind)
+            log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
             return None
         known[key] = {"metadata": _pick(meta, ("name", "namespace", "uid"))}
         return key

@@ -23,8 +23,8 @@ Emulated (faithfully, because clients depend on it)
 * Resources: core/v1 ``pods`` (+ ``status``, ``binding``, ``eviction``), ``nodes`` (+status),
   ``namespaces``, ``configmaps``, ``events``; ``events.k8s.io/v1`` events;
   ``coordination.k8s.io/v1`` leases; ``policy/v1`` poddisruptionbudgets (+status);
-  ``scheduling.k8s.io/v1`` priorityclasses; CRD ``scheduling.x-k8s.io/v1alpha1`` podgroups (+status),
-  served only when enabled (``crds=("podgroups",)``, the default; ``crds=()`` -> 404 + absent from
+  ``scheduling.k8s.io/v1`` priorityclasses; CRDs ``scheduling.x-k8s.io/v1alpha1`` podgroups and
+  elasticquotas (+status), served only when enabled (``crds=("podgroups",)``, the default; ``crds=()`` -> 404 + absent from
   discovery, like a cluster without the CRD). Discovery (``/api``, ``/apis``, ...), ``/version``,
   ``/healthz``.
 * One global, monotonically increasing resourceVersion for every write; ``uid``,
@@ -120,6 +120,7 @@ from .resources import (
     NODES,
     PDBS,
     PODGROUPS,
+    ELASTICQUOTAS,
     PODS,
     PRIORITY_CLASSES,
     ResourceType,
@@ -151,6 +152,7 @@ __all__ = [
     "PDBS",
     "PRIORITY_CLASSES",
     "PODGROUPS",
+    "ELASTICQUOTAS",
     "merge_patch",
     "strategic_merge_patch",
     "json_patch",

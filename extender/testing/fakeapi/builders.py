@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["pod", "node", "pdb", "lease", "podgroup", "priority_class"]
+__all__ = ["pod", "node", "pdb", "lease", "podgroup", "elastic_quota", "priority_class"]
 
 
 def pod(
@@ -130,6 +130,14 @@ def podgroup(name: str, namespace: str = "default", *, min_member: int = 1) -> d
     """A scheduling.x-k8s.io/v1alpha1 PodGroup."""
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": min_member}}
+
+
+def elastic_quota(namespace: str, *, min: dict[str, str] | None = None, max: dict[str, str] | None = None,
+                  name: str = "quota") -> dict[str, Any]:
+    """A scheduling.x-k8s.io/v1alpha1 ElasticQuota (the scheduler-plugins CRD)."""
+    spec = {k: dict(v) for k, v in (("min", min), ("max", max)) if v is not None}
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
 def priority_class(name: str, value: int, *, global_default: bool = False,

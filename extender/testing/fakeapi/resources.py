@@ -28,6 +28,7 @@ __all__ = [
     "PDBS",
     "PRIORITY_CLASSES",
     "PODGROUPS",
+    "ELASTICQUOTAS",
     "BUILTIN_TYPES",
     "KNOWN_CRDS",
     "field_value",
@@ -172,12 +173,18 @@ PODGROUPS = ResourceType(
     status_subresource=True, crd=True, allow_unconditional_update=False,
 )
 
+ELASTICQUOTAS = ResourceType(
+    "scheduling.x-k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True, "elasticquota", ("eq", "eqs"),
+    status_subresource=True, crd=True, allow_unconditional_update=False,
+)
+
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     PODS, NODES, NAMESPACES, CONFIGMAPS, EVENTS, EVENTS_V1, LEASES, PDBS, PRIORITY_CLASSES,
 )
 
 #: CRDs the server knows how to serve when enabled by name (``crds=("podgroups",)``).
-KNOWN_CRDS: dict[str, ResourceType] = {"podgroups": PODGROUPS, PODGROUPS.key: PODGROUPS}
+KNOWN_CRDS: dict[str, ResourceType] = {"podgroups": PODGROUPS, PODGROUPS.key: PODGROUPS,
+                                       "elasticquotas": ELASTICQUOTAS, ELASTICQUOTAS.key: ELASTICQUOTAS}
 
 
 #: Go zero values printed by the real field-set functions for absent boolean fields.

@@ -125,7 +125,8 @@ class Harness:
         self._delay_rules: dict[str, Any] = {}
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="kube-extender-harness-") if workdir is None else workdir)
-        self.api = FakeApiServer(request_log_size=request_log_size, bookmark_interval=1.0)
+        self.api = FakeApiServer(request_log_size=request_log_size, bookmark_interval=1.0,
+                                 crds=("podgroups", "elasticquotas"))
         self.t0 = 0.0
         self.recorder: Recorder | None = None
         self.replicas: list[Replica] = []

@@ -35,7 +35,13 @@ view; :class:`SoakResult.violations`):
   and every group was either never started or reached ``minMember`` bound members. How long a
   group stayed partly bound (first to ``minMember``-th Binding) is a figure, not a check;
 * ``preemption``: every Preempted Event (kube-scheduler's names the preemptor's UID, the
-  extender's refers to it) has a victim of lower priority than its preemptor;
+  extender's refers to it) has a victim of lower priority than its preemptor - or, when the
+  extender reclaimed lent quota, a victim of another namespace;
+* ``quota``: no namespace ever has more whole GPUs bound than its ``max`` (at every Binding), and
+  a namespace under its ``min`` with pending demand that fits in its ``min`` while other
+  namespaces borrow at least that much gets it within :data:`RECLAIM_WITHIN` seconds: such a
+  stretch (from the API server's objects, at every write) never lasts longer. How long they
+  lasted is a figure (``reclaim_seconds``);
 * ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
   Pending while the cluster is empty means capacity leaked where the API cannot show it.
 """
@@ -55,8 +61,9 @@ from extender.cli import POD_MAX_BACKOFF_SECONDS
 from extender.testing.fakeapi import builders
 from extender.testing.harness.harness import Harness
 from extender.testing.harness.observe import PodLife
+from extender.testing.harness.objects import GPU
 from extender.testing.harness.soak_workload import (EXTENDER_CONFIG, NAMESPACES, PRIORITIES, Job, SoakSpec,
-                                                     build_workload, nodes, pod_key)
+                                                     build_workload, elastic_quotas, nodes, pod_key, quotas)
 
 BINDING = r"/pods/[^/]+/binding$"
 POD = r"/api/v1/namespaces/[^/]+/pods/[^/]+(/status)?$"
@@ -71,7 +78,10 @@ FAULTS: dict[str, float] = {
 
 # ---- the result --------------------------------------------------------------------------------
 
-VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "preemption", "stuck")
+VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "preemption", "quota", "stuck")
+
+RECLAIM_WITHIN = 30.0
+"""Seconds a namespace under its ``min`` may wait for what it lent (see ``quota`` above)."""
 
 
 @dataclass
@@ -96,6 +106,8 @@ class SoakResult:
     preempted or cancelled first), ``infeasible``."""
     partial_seconds: list[float]
     """Per completed group: seconds from its first to its ``minMember``-th Binding."""
+    reclaim_seconds: list[float]
+    """Per stretch of a namespace waiting under its ``min`` while others borrowed: its length."""
     cycles: int
     bind_failures: int
     requests: dict[str, int]
@@ -123,6 +135,77 @@ class _Group:
     torn_down: bool = False
 
 
+def _gpus(pod: Mapping[str, Any]) -> int:
+    return sum(int(((c.get("resources") or {}).get("requests") or {}).get(GPU, 0))
+               for c in (pod.get("spec") or {}).get("containers") or ())
+
+
+class _QuotaWatch:
+    """The ``quota`` check, fed every Pod write (see the module docstring)."""
+
+    def __init__(self, spec: SoakSpec, feasible: set[str], group_of: Mapping[str, tuple[str, str]],
+                 now: Callable[[], float]) -> None:
+        self.quotas = quotas(spec)
+        self.feasible, self.group_of, self.now = feasible, group_of, now
+        self.bound: dict[str, tuple[str, int]] = {}
+        self.pending: dict[str, tuple[str, int]] = {}
+        self.waiting_since: dict[str, float] = {}
+        self.stretches: list[float] = []
+        self.violations: list[str] = []
+
+    def write(self, etype: str, obj: Mapping[str, Any]) -> None:
+        key = pod_key(obj)
+        ns = str((obj.get("metadata") or {}).get("namespace") or "default")
+        if ns not in self.quotas:
+            return
+        done = etype == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if done:
+            self.bound.pop(key, None)
+            self.pending.pop(key, None)
+        elif (obj.get("spec") or {}).get("nodeName"):
+            self.pending.pop(key, None)
+            if key not in self.bound:
+                self.bound[key] = (ns, _gpus(obj))
+                used = self.used(ns)
+                if used > self.quotas[ns][1]:
+                    self.violations.append(f"{self.now():.2f}s {ns}: {used} GPUs bound, above its max "
+                                           f"{self.quotas[ns][1]} ({key} bound)")
+        elif key in self.feasible:
+            self.pending[key] = (ns, _gpus(obj))
+        self.look()
+
+    def used(self, ns: str) -> int:
+        return sum(g for n, g in self.bound.values() if n == ns)
+
+    def look(self) -> None:
+        now = self.now()
+        used = {ns: self.used(ns) for ns in self.quotas}
+        for ns, (lo, _) in self.quotas.items():
+            borrowed = sum(max(0, used[other] - self.quotas[other][0]) for other in self.quotas if other != ns)
+            demand: dict[str, int] = {}  # a gang's pending members ask together
+            for key, (n, gpus) in self.pending.items():
+                if n == ns and gpus:
+                    unit = str(self.group_of.get(key, key))
+                    demand[unit] = demand.get(unit, 0) + gpus
+            waiting = any(used[ns] + d <= lo and d <= borrowed for d in demand.values())
+            since = self.waiting_since.get(ns)
+            if waiting and since is None:
+                self.waiting_since[ns] = now
+            elif not waiting and since is not None:
+                self.end(ns, since, now)
+
+    def end(self, ns: str, since: float, now: float) -> None:
+        del self.waiting_since[ns]
+        self.stretches.append(now - since)
+        if now - since > RECLAIM_WITHIN:
+            self.violations.append(f"{since:.2f}s {ns}: under its min with pending demand while others borrowed, "
+                                   f"for {now - since:.1f}s")
+
+    def finish(self) -> None:
+        for ns, since in list(self.waiting_since.items()):
+            self.end(ns, since, self.now())
+
+
 class _Soak:
     def __init__(self, spec: SoakSpec, h: Harness, jobs: list[Job]) -> None:
         self.spec, self.h = spec, h
@@ -143,6 +226,7 @@ class _Soak:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self.quota = _QuotaWatch(spec, self.feasible, self.group_of, h.now)
         for job in jobs:
             for pod in job.pods:
                 key = pod_key(pod)
@@ -181,6 +265,9 @@ class _Soak:
                           f"end {group_key}")
 
     def on_commit(self, kind: str, etype: str, obj: Mapping[str, Any], prev: Mapping[str, Any] | None) -> None:
+        if kind == "Pod":
+            with self._lock:
+                self.quota.write(etype, obj)
         if kind != "Pod" or etype == "MODIFIED":
             return
         key = pod_key(obj)
@@ -376,6 +463,7 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
                                      for ns in NAMESPACES]
     objects += [builders.priority_class(name, value) for name, value in PRIORITIES.items()]
     objects += nodes(spec)
+    objects += elastic_quotas(spec)
     with Harness(objects=objects, extender=EXTENDER_CONFIG, replicas=spec.replicas, processes=spec.processes,
                  seed=spec.seed, scheduler_delay=drawn(spec.scheduler_delay),
                  extender_delay=drawn(spec.extender_delay),
@@ -427,6 +515,8 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
                 h.restart_extender(index)
         h.wait_until(lambda: h.leader() is not None, 30.0)
         time.sleep(2.0)  # events recorded by either side reach the API server
+        with soak._lock:
+            soak.quota.finish()
         return _result(spec, h, soak, reason, duration)
 
 
@@ -459,6 +549,7 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     events = h.api.list("events.events.k8s.io")
     violations["unexplained"] = _unexplained(events, pending)
     violations["preemption"] = _preemptions(events, h.lives)
+    violations["quota"] = list(soak.quota.violations)
     violations["leak"] += _fits_in_free(h, pending, soak)
     violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
                            for key in sorted(soak.feasible) if key in lives and lives[key].finished_at is None]
@@ -492,6 +583,7 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     errors = [f"{label}: {type(exc).__name__}: {exc}" for label, exc in h.action_errors] + soak.errors
     return SoakResult(spec, reason, duration, outcomes, soak.faults_hit(), soak.kills, soak.kills_mid_bind,
                       soak.handovers, soak.restarts, soak.failovers, violations, groups, sorted(partial),
+                      sorted(soak.quota.stretches),
                       len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
 
 
@@ -516,7 +608,8 @@ def _unexplained(events: list[dict[str, Any]], pending: list[dict[str, Any]]) ->
 
 
 def _preemptions(events: list[dict[str, Any]], lives: list[PodLife]) -> list[str]:
-    """Preempted Events whose victim's priority is not below its preemptor's."""
+    """Preempted Events whose victim's priority is not below its preemptor's, unless the
+    extender evicted it to reclaim lent quota for a pod of another namespace."""
     priority = {life.uid: (life.key, life.priority) for life in lives}
     out = []
     for event in events:
@@ -530,7 +623,9 @@ def _preemptions(events: list[dict[str, Any]], lives: list[PodLife]) -> list[str
         preemptor = priority.get(by)
         if victim is None or preemptor is None:
             out.append(f"a Preempted Event names pods the API server never had: {event.get('note')}")
-        elif victim[1] >= preemptor[1]:
+        elif victim[1] >= preemptor[1] and not (
+                "reclaims its guaranteed quota" in str(event.get("note") or "")
+                and victim[0].split("/")[0] != preemptor[0].split("/")[0]):
             out.append(f"{victim[0]} (priority {victim[1]}) preempted by {preemptor[0]} (priority {preemptor[1]})")
     return out
 

@@ -5,10 +5,15 @@ cluster runs it: whole GPUs (``example.com/gpu``, advertised by the nodes and co
 kube-scheduler too, ``ignoredByScheduler: false``) and shares of one GPU's memory and compute
 (``example.com/gpu-memory``/``-compute``, counted by the extender alone) are the same physical
 devices, so only one profile can account them: DeviceShare (per device, instead of
-NodeResources), Gang and ManagedPreemption together (:data:`EXTENDER_CONFIG`). Two profiles by
+NodeResources), Gang and CapacityQuota together (:data:`EXTENDER_CONFIG`); CapacityQuota's
+PostFilter preempts (by priority, and to reclaim lent quota) in place of ManagedPreemption, which
+knows no quotas. Two profiles by
 schedulerName would each count the devices their own way and could give one device twice.
 Two replicas with leader election, as ``kube-extender serve --cluster kube`` processes unless
 ``processes=False``.
+
+**Quotas** (:func:`quotas`): an ElasticQuota per namespace, ``min`` half of the healthy whole GPUs
+and ``max`` three quarters (shares of a GPU's memory and compute are not under quota).
 
 **Workload** (seeded, :func:`build_workload`): jobs arrive as a Poisson stream; each is
 
@@ -18,8 +23,8 @@ Two replicas with leader election, as ``kube-extender serve --cluster kube`` pro
   names in both), asking 1 GPU each (some members a share), sized by a PodGroup object or by
   the min-member annotation, sometimes with one member more than ``minMember``, ``normal``;
 * ``preemptor``: one pod asking 2-4 whole GPUs or a large share, priority ``urgent``: it
-  preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, ManagedPreemption
-  for shares);
+  preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, CapacityQuota's
+  PostFilter for shares and over quota);
 * ``infeasible``: pods no node can ever hold (9 GPUs, a share larger than a device) and gangs
   with fewer members than their ``minMember`` (gated or not), which must stay Pending and say why.
 
@@ -57,9 +62,9 @@ EXTENDER_CONFIG: dict[str, Any] = {
     "cache": {"assumedPodTTL": "30s"},
     "profiles": [{
         "schedulerName": "default-scheduler",
-        "plugins": {"multiPoint": {"enabled": [{"name": "DeviceShare"}, {"name": "Gang"}],
-                                   "disabled": ["NodeResources"]},
-                    "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}},
+        "plugins": {"multiPoint": {"enabled": [{"name": "DeviceShare"}, {"name": "Gang"},
+                                               {"name": "CapacityQuota"}],
+                                   "disabled": ["NodeResources"]}},
         "pluginConfig": [
             {"name": "DeviceShare", "args": {"memoryResource": GPU_MEMORY, "computeResource": GPU_COMPUTE,
                                              "countResource": GPU}},
@@ -150,6 +155,17 @@ def nodes(spec: SoakSpec) -> list[dict[str, Any]]:
             obj["status"][key][GPU] = str(spec.devices - len(unhealthy))
         out.append(obj)
     return out
+
+
+def quotas(spec: SoakSpec) -> dict[str, tuple[int, int]]:
+    """Namespace -> (min, max) whole GPUs: half of the healthy GPUs guaranteed to each namespace,
+    three quarters at most."""
+    healthy = sum(int(n["status"]["allocatable"][GPU]) for n in nodes(spec))
+    return {ns: (healthy // len(NAMESPACES), healthy * 3 // 4) for ns in NAMESPACES}
+
+
+def elastic_quotas(spec: SoakSpec) -> list[dict[str, Any]]:
+    return [builders.elastic_quota(ns, min={GPU: str(lo)}, max={GPU: str(hi)}) for ns, (lo, hi) in quotas(spec).items()]
 
 
 def build_workload(spec: SoakSpec) -> list[Job]:

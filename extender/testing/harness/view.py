@@ -87,6 +87,12 @@ class _Informer:
     def remove_pod_group(self, raw: Mapping[str, Any]) -> None:
         self.sink.remove_pod_group(raw)
 
+    def upsert_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        self.sink.upsert_elastic_quota(raw)
+
+    def remove_elastic_quota(self, raw: Mapping[str, Any]) -> None:
+        self.sink.remove_elastic_quota(raw)
+
     def mark_synced(self) -> None:
         self.sink.mark_synced()
 

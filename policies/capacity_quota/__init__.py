@@ -1,0 +1,1 @@
+"""CapacityQuota: elastic quotas per namespace (guaranteed min, max, borrowing and reclaim)."""

@@ -1,0 +1,199 @@
+"""Pure rules of elastic quotas: the arithmetic per resource, the max and borrowing checks, what a
+namespace lends, and whom a reclaim evicts. No I/O: the plugin hands in what the cluster holds.
+
+Amounts are milli-units per resource name (``extender.framework.resources``); a namespace's use is
+what its pods hold of the managed resources. With ``quotas`` the namespaces that have one:
+
+* **max**: a namespace never uses more of a resource than its ``max`` (no max: no ceiling).
+* **min and borrowing**: up to ``min`` a namespace needs nobody's leave. Beyond it, it borrows, and
+  borrows only what other namespaces' guarantees leave unused: the use of all namespaces with a
+  quota, plus the request, must stay within the sum of their ``min`` (for a resource some quota
+  guarantees; one no quota guarantees is bounded by ``max`` alone - there is nothing to lend).
+* **reclaim**: a pod that keeps its namespace within ``min`` may evict borrowers - pods of other
+  namespaces above their ``min`` - whatever their priority, lowest priority first, never taking a
+  namespace below its own ``min``. Inside one namespace, and for pods of namespaces without a
+  quota, only lower priority is ever evicted. A pod beyond its namespace's ``min`` takes nothing
+  from namespaces with a quota.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.resources import format_milli
+from extender.framework.views import PodInfo
+
+Amounts = Mapping[str, int]
+
+
+def add(into: dict[str, int], amounts: Amounts, sign: int = 1) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + sign * amount
+
+
+def total(parts: Iterable[Amounts]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        add(out, part)
+    return out
+
+
+def _fmt(amount: int) -> str:
+    return format_milli(amount)
+
+
+def check(quotas: Mapping[str, QuotaSpec], used: Mapping[str, Amounts], namespace: str,
+          demand: Amounts) -> str | None:
+    """None when ``namespace`` may take ``demand`` on top of ``used`` (per namespace); else why
+    not, with the numbers. A namespace without a quota is never limited."""
+    quota = quotas.get(namespace)
+    if quota is None:
+        return None
+    mine = used.get(namespace, {})
+    asked = sorted(r for r, v in demand.items() if v > 0)
+    for r in asked:
+        after = mine.get(r, 0) + demand[r]
+        if r in quota.max and after > quota.max[r]:
+            return (f"namespace {namespace} would use {_fmt(after)} {r}, above its max {_fmt(quota.max[r])} "
+                    f"(in use {_fmt(mine.get(r, 0))}, asking {_fmt(demand[r])})")
+    for r in asked:
+        after = mine.get(r, 0) + demand[r]
+        guaranteed = sum(q.min.get(r, 0) for q in quotas.values())
+        if after <= quota.min.get(r, 0) or not guaranteed:
+            continue
+        in_use = sum(used.get(ns, {}).get(r, 0) for ns in quotas)
+        if in_use + demand[r] > guaranteed:
+            return (f"namespace {namespace} would borrow {_fmt(after - quota.min.get(r, 0))} {r} beyond its min "
+                    f"{_fmt(quota.min.get(r, 0))}, but only {_fmt(max(0, guaranteed - in_use))} of the namespaces' "
+                    f"guaranteed {_fmt(guaranteed)} is unused (asking {_fmt(demand[r])})")
+    return None
+
+
+def within_min(quota: QuotaSpec | None, used: Amounts, demand: Amounts) -> bool:
+    """Does ``demand`` keep the namespace within its guaranteed ``min`` on every resource asked?"""
+    if quota is None:
+        return False
+    return all(used.get(r, 0) + v <= quota.min.get(r, 0) for r, v in demand.items() if v > 0)
+
+
+@dataclass(frozen=True)
+class Share:
+    """What ``/debug/quota`` and the gauges show for one namespace and resource."""
+
+    min: int | None
+    max: int | None
+    used: int
+    borrowed: int
+    """Use beyond ``min``."""
+    lent: int
+    """This namespace's share of what borrowers use: its unused guarantee, in proportion."""
+    pending: int
+    """Asked by its pods that wait (gated or not placed yet)."""
+
+
+def shares(quotas: Mapping[str, QuotaSpec], used: Mapping[str, Amounts],
+           pending: Mapping[str, Amounts]) -> dict[str, dict[str, Share]]:
+    """Per namespace with a quota, per resource it names, uses or waits for: its Share. What is
+    borrowed is lent by the namespaces under their ``min``, each in proportion to its unused part
+    (rounded down)."""
+    resources = sorted({r for q in quotas.values() for r in (*q.min, *q.max)}
+                       | {r for ns in quotas for r in (*used.get(ns, {}), *pending.get(ns, {}))})
+    out: dict[str, dict[str, Share]] = {ns: {} for ns in quotas}
+    for r in resources:
+        borrowed = {ns: max(0, used.get(ns, {}).get(r, 0) - q.min.get(r, 0)) for ns, q in quotas.items()}
+        unused = {ns: max(0, q.min.get(r, 0) - used.get(ns, {}).get(r, 0)) for ns, q in quotas.items()}
+        lending = min(sum(borrowed.values()), sum(unused.values()))
+        pool = sum(unused.values())
+        for ns, q in quotas.items():
+            out[ns][r] = Share(q.min.get(r), q.max.get(r), used.get(ns, {}).get(r, 0), borrowed[ns],
+                               unused[ns] * lending // pool if pool else 0, pending.get(ns, {}).get(r, 0))
+    return out
+
+
+# ---- reclaim ------------------------------------------------------------------------------------
+
+
+def importance(p: PodInfo) -> tuple[int, str, str]:
+    """Sort key, most important first: higher priority, then earlier start."""
+    return (-p.priority, p.start_time or "~", p.key)
+
+
+def may_evict(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], reclaiming: bool) -> bool:
+    """Is ``victim`` one ``preemptor`` may evict at all (the namespace's ``min`` is checked apart)?
+    ``reclaiming``: the preemptor stays within its namespace's ``min``."""
+    if victim.deleting:
+        return False
+    if victim.namespace == preemptor.namespace or victim.namespace not in quotas:
+        return victim.priority < preemptor.priority
+    if reclaiming:
+        return True
+    return preemptor.namespace not in quotas and victim.priority < preemptor.priority
+
+
+class _Budget:
+    """What evictions may still take from each namespace with a quota without taking it below
+    its ``min`` (the preemptor's own namespace is bound by priority alone)."""
+
+    def __init__(self, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], used: Mapping[str, Amounts]) -> None:
+        self.preemptor, self.quotas, self.used = preemptor, quotas, used
+        self.taken: dict[str, dict[str, int]] = {}
+
+    def take(self, p: PodInfo) -> bool:
+        """Take ``p`` if its namespace stays at or above its ``min`` on every resource it holds."""
+        quota = self.quotas.get(p.namespace)
+        if quota is not None and p.namespace != self.preemptor.namespace:
+            mine, gone = self.used.get(p.namespace, {}), self.taken.get(p.namespace, {})
+            if any(mine.get(r, 0) - gone.get(r, 0) - v < quota.min.get(r, 0) for r, v in p.requests.items() if v > 0):
+                return False
+        add(self.taken.setdefault(p.namespace, {}), p.requests)
+        return True
+
+
+def allowed_victims(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
+                    used: Mapping[str, Amounts], reclaiming: bool) -> list[PodInfo]:
+    """Of ``pods`` (proposed victims), those the quotas let ``preemptor`` evict together, taken
+    lowest priority first."""
+    budget = _Budget(preemptor, quotas, used)
+    return [p for p in sorted(pods, key=importance, reverse=True)
+            if may_evict(p, preemptor, quotas, reclaiming) and budget.take(p)]
+
+
+def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
+               used: Mapping[str, Amounts], reclaiming: bool,
+               fits: Callable[[Sequence[PodInfo]], bool]) -> tuple[PodInfo, ...] | None:
+    """The pods of one node to evict so ``preemptor`` fits, or None when no allowed eviction
+    makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
+    started), each only while its namespace stays at or above its ``min`` on every resource it
+    holds, until ``fits(victims)``; then those whose return still lets it fit are spared, most
+    important first - the fewest, least important victims."""
+    allowed = sorted((p for p in pods if may_evict(p, preemptor, quotas, reclaiming)),
+                     key=importance, reverse=True)
+    budget = _Budget(preemptor, quotas, used)
+    victims: list[PodInfo] = []
+    for p in allowed:
+        if fits(victims):
+            break
+        if budget.take(p):
+            victims.append(p)
+    if not victims or not fits(victims):
+        return None
+    for p in sorted(victims, key=importance):
+        trial = [v for v in victims if v.uid != p.uid]
+        if fits(trial):
+            victims = trial
+    return tuple(sorted(victims, key=importance))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    victims: tuple[PodInfo, ...]
+    pdb_violations: int = 0
+
+    def rank(self) -> tuple[int, int, int, int, str]:
+        """Fewest budget violations, then the lowest most-important victim, then the fewest
+        victims, then the lowest sum of priorities, then the name."""
+        return (self.pdb_violations, max(v.priority for v in self.victims), len(self.victims),
+                sum(v.priority for v in self.victims), self.node)

@@ -1,0 +1,371 @@
+"""CapacityQuota: elastic quotas per namespace (guaranteed ``min``, ceiling ``max``, borrowing and
+reclaim) for the managed resources, through PreEnqueue, PreFilter/Filter and PostFilter.
+
+Quotas come from ElasticQuota objects (``scheduling.x-k8s.io/v1alpha1``) when the cluster serves
+the CRD and from the plugin's args (``quotas``) otherwise; an object wins over the args for its
+namespace. The rules are ``logic``'s; this module feeds them what the engine holds:
+
+* **Use** of a namespace = its pods accounted on nodes (bound, assumed, reserved from the
+  allocation ledger) + capacity held for its pods not bound yet (reservation slots: pods admitted
+  at the gate, a gang's planned placement) + its pending pods nominated after a preemption. Pods
+  being deleted do not count (their capacity is on its way back). All of it is read from the
+  cache and the reservations, so it is rebuilt after a restart with nothing of its own to lose;
+  it is recomputed only when one of them changed.
+* **Admission** (PreEnqueue, pods created with the extender's scheduling gate) also counts the
+  pods already admitted - pending without a scheduling gate, in kube-scheduler's queue - so pods
+  over quota never reach kube-scheduler. A gang is judged whole: the demand is every pending
+  member of its group, so either the group fits or none of it is admitted.
+* **Filter** (PreFilter once per cycle; Filter for simulated nodes, where the pods missing from
+  the node - preemption victims - no longer count): over ``max``, or borrowing more than the
+  others leave unused, is Unschedulable with the numbers.
+* **PostFilter**: preemption that honours the quotas (``logic.victims_on``): a pod within its
+  ``min`` reclaims from borrowers; victims are evicted with their grace period, Events on both
+  sides, and the pod is nominated to the node (the engine then holds the room for it). The
+  admitter runs it for a gated pod no node has room for, so reclaim works at the gate too.
+* **Preempt verb**: kube-scheduler's own victims are kept only as far as the quotas allow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection, Mapping, Sequence
+
+from extender.framework import eviction
+from extender.framework.cycle_state import CycleState
+from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.handle import Handle
+from extender.framework.interfaces import PreFilterResult, Victim
+from extender.framework.pod_group import GROUP_LABEL, group_of
+from extender.framework.registration import PluginSpec, schema_parser
+from extender.framework.resources import format_milli
+from extender.framework.status import Code, Status
+from extender.framework.views import NodeInfo, PodInfo
+from policies.capacity_quota import logic
+from policies.capacity_quota.args import QuotaArgs, QuotaArgsSchema
+
+NAME = "CapacityQuota"
+log = logging.getLogger(__name__)
+
+_CHECKED = NAME + "/checked"
+"""CycleState key: PreFilter found the pod within its quota on the real cluster."""
+
+
+@dataclass
+class _Table:
+    """The use per namespace and what each pod not accounted on a node contributes, for one
+    state of cache and holds."""
+
+    key: tuple[int, int, int, int]
+    quotas: dict[str, QuotaSpec]
+    in_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    admitted: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Pending pods out of the gate (in kube-scheduler's queue), per namespace."""
+    waiting: dict[str, dict[str, int]] = field(default_factory=dict)
+    """What pending pods ask for, per namespace (the pending demand)."""
+    by_uid: dict[str, list[tuple[str, Mapping[str, int], bool]]] = field(default_factory=dict)
+    """uid -> (namespace, amounts, counted only at admission) per contribution of a pod that is
+    not accounted on a node (held for it, nominated, admitted)."""
+
+    def count(self, uid: str, namespace: str, amounts: Mapping[str, int], admitted: bool = False) -> None:
+        logic.add((self.admitted if admitted else self.in_use).setdefault(namespace, {}), amounts)
+        self.by_uid.setdefault(uid, []).append((namespace, amounts, admitted))
+
+    def used(self, admission: bool, without: Sequence[str] = (),
+             removed: Sequence[PodInfo] = ()) -> dict[str, dict[str, int]]:
+        """Use per namespace (``admission``: admitted pods too), minus the contributions of the
+        pods ``without`` (pending: the pod judged and its group) and of ``removed`` (pods
+        accounted on a node, taken away in a simulation)."""
+        out = {ns: dict(v) for ns, v in self.in_use.items()}
+        if admission:
+            for ns, v in self.admitted.items():
+                logic.add(out.setdefault(ns, {}), v)
+        for uid in without:
+            for ns, amounts, at_admission in self.by_uid.get(uid, ()):
+                if admission or not at_admission:
+                    logic.add(out.setdefault(ns, {}), amounts, -1)
+        for p in removed:
+            if _counted(p):
+                logic.add(out.setdefault(p.namespace, {}), p.requests, -1)
+        return out
+
+
+def _counted(p: PodInfo) -> bool:
+    """Does this pod, accounted on a node, count in its namespace's use?"""
+    return bool(p.requests) and not p.deleting and not p.terminal
+
+
+@dataclass
+class _NodeUse:
+    generation: int
+    uids: frozenset[str]
+    per_namespace: dict[str, dict[str, int]]
+
+
+def _gated(pod: PodInfo) -> bool:
+    return bool((pod.raw.get("spec") or {}).get("schedulingGates"))
+
+
+class CapacityQuota:
+    name = NAME
+
+    def __init__(self, args: QuotaArgs, handle: Handle) -> None:
+        self.handle = handle
+        managed = handle.managed_resources
+        self.configured = {ns: q.limited_to(managed) for ns, q in args.quotas.items()}
+        self._table_cache: _Table | None = None
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _NodeUse] = {}
+        """What each node's pods use, by the generation of the NodeInfo it was read from: a
+        rebuild reads again only the nodes that changed."""
+        self._accounted: dict[str, dict[str, int]] = {}
+        """The sum of ``_nodes``, per namespace."""
+        self._node_of: dict[str, str] = {}
+        """uid -> node, of every pod accounted on a node."""
+        self._generations = itertools.count(-2 * 10**9, -1)
+        self._shadowed: set[str] = set()
+
+    # ---- what the cluster holds ---------------------------------------------------------------
+
+    def quotas(self, objects: Sequence[QuotaSpec]) -> dict[str, QuotaSpec]:
+        """The quota of each namespace that has one: its ElasticQuota (of ``objects``, the first
+        by name when it has several), else the configured one; managed resources only."""
+        out = dict(self.configured)
+        seen: set[str] = set()
+        for spec in objects:
+            if spec.namespace in seen:
+                if spec.namespace not in self._shadowed:
+                    self._shadowed.add(spec.namespace)
+                    log.warning("several ElasticQuotas in one namespace: the first by name counts",
+                                extra={"namespace": spec.namespace, "ignored": spec.source})
+                continue
+            seen.add(spec.namespace)
+            out[spec.namespace] = spec.limited_to(self.handle.managed_resources)
+        return out
+
+    def _table(self) -> _Table:
+        """The table for the cluster as it is now, rebuilt when the cache or the holds changed.
+        Everything is read from the handle before the plugin's lock is taken, and nothing is
+        read under it: Filter runs inside the cache's assume (cache lock held), and gang
+        planning with the reservations' lock held, so this lock must be a leaf."""
+        reservations = self.handle.reservations
+        held = reservations.held()
+        snapshot = self.handle.snapshot()
+        key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held))
+        with self._lock:
+            if self._table_cache is not None and self._table_cache.key == key:
+                return self._table_cache
+        pending = self.handle.pending_pods()
+        objects = self.handle.quotas()
+        with self._lock:
+            if self._table_cache is not None and self._table_cache.key == key:
+                return self._table_cache
+            self._follow_nodes(snapshot)
+            table = _Table(key, self.quotas(objects), {ns: dict(v) for ns, v in self._accounted.items()})
+            self._add_unbound(table, self._node_of.keys(), held, pending)
+            self._table_cache = table
+        return table
+
+    def _follow_nodes(self, snapshot: Any) -> None:
+        """Bring ``_nodes``, ``_accounted`` and ``_node_of`` to ``snapshot`` (lock held)."""
+        seen: set[str] = set()
+        for node in snapshot:
+            seen.add(node.name)
+            known = self._nodes.get(node.name)
+            if known is not None and known.generation == node.generation:
+                continue
+            per_namespace: dict[str, dict[str, int]] = {}
+            for p in node.pods.values():
+                if _counted(p):
+                    logic.add(per_namespace.setdefault(p.namespace, {}), p.requests)
+            self._forget_node(node.name)
+            use = _NodeUse(node.generation, frozenset(node.pods), per_namespace)
+            self._nodes[node.name] = use
+            for ns, amounts in per_namespace.items():
+                logic.add(self._accounted.setdefault(ns, {}), amounts)
+            for uid in use.uids:
+                self._node_of[uid] = node.name
+        for name in [n for n in self._nodes if n not in seen]:
+            self._forget_node(name)
+
+    def _forget_node(self, name: str) -> None:
+        known = self._nodes.pop(name, None)
+        if known is None:
+            return
+        for ns, amounts in known.per_namespace.items():
+            logic.add(self._accounted[ns], amounts, -1)
+        for uid in known.uids:
+            if self._node_of.get(uid) == name:
+                del self._node_of[uid]
+
+    @staticmethod
+    def _add_unbound(table: _Table, accounted: Collection[str], held: Sequence[tuple[str, PodInfo]],
+                     pending: Sequence[PodInfo]) -> None:
+        """Count what is ``held``, nominated or admitted for pods not accounted on a node, and
+        what ``pending`` pods ask for."""
+        represented: set[str] = set()
+        for uid, placeholder in held:
+            if uid not in accounted and placeholder.requests:
+                table.count(uid or placeholder.uid, placeholder.namespace, placeholder.requests)
+                represented.add(uid)
+        for p in pending:
+            if not p.requests or p.deleting or p.terminal or p.uid in accounted:
+                continue
+            logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
+            if p.uid in represented:
+                continue
+            if p.nominated_node_name:
+                table.count(p.uid, p.namespace, p.requests)
+            elif not _gated(p):
+                table.count(p.uid, p.namespace, p.requests, admitted=True)
+
+    def _unit(self, pod: PodInfo) -> list[PodInfo]:
+        """The pod, and the pending members of its pod group: judged as one."""
+        group = group_of(pod.labels)
+        if group is None:
+            return [pod]
+        return [pod, *(m for m in self.handle.find_pods(pod.namespace, {GROUP_LABEL: group})
+                       if not m.node_name and m.uid != pod.uid)]
+
+    def verdict(self, pod: PodInfo, *, admission: bool, removed: Sequence[PodInfo] = ()) -> str | None:
+        """None when ``pod`` (with its group) fits its namespace's quota; else why not. ``removed``:
+        pods taken away in a simulation (victims) no longer count."""
+        table = self._table()
+        if pod.namespace not in table.quotas or not pod.requests:
+            return None
+        unit = self._unit(pod)
+        used = table.used(admission, [u.uid for u in unit], removed)
+        demand = logic.total(u.requests for u in unit)
+        why = logic.check(table.quotas, used, pod.namespace, demand)
+        if why and len(unit) > 1:
+            why += f" for pod group {group_of(pod.labels)} ({len(unit)} pending members)"
+        return why
+
+    # ---- extension points ---------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        why = self.verdict(pod, admission=True)
+        return Status.unschedulable(why) if why else Status()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Any) -> tuple[PreFilterResult | None, Status]:
+        why = self.verdict(pod, admission=False)
+        if why:
+            return None, Status.unschedulable(why)
+        state.write(_CHECKED, True)
+        return None, Status()
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        removed: list[PodInfo] = []
+        if node.generation < 0:  # simulated: the pods it lacks (victims) give their quota back
+            real = self.handle.snapshot().get(node.name)
+            if real is not None:
+                removed = [p for uid, p in real.pods.items() if uid not in node.pods]
+        if not removed and state.get(_CHECKED):
+            return Status()
+        why = self.verdict(pod, admission=False, removed=removed)
+        return Status.unschedulable(why) if why else Status()
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
+        snapshot = self.handle.snapshot()
+        wait = eviction.held_back(pod, snapshot, lambda victim: True)  # borrowers may have any priority
+        if wait is not None:
+            return None, wait
+        table, used, reclaiming = self._stance(pod)
+        candidates = []
+        for name, st in statuses.items():
+            node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
+            if node is None:
+                continue
+            victims = logic.victims_on(node.pods.values(), pod, table.quotas, used, reclaiming,
+                                       self._fitting(pod, node))
+            if victims:
+                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(list(victims)))))
+        for candidate in sorted(candidates, key=logic.Candidate.rank):
+            if self._preempt(pod, candidate, table, used):
+                return candidate.node, Status()
+        what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"
+        return None, Status.unschedulable(f"no node where evicting {what} makes room within the quotas")
+
+    def process_preemption(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                           victims: Sequence[Victim]) -> tuple[list[Victim], Status]:
+        """kube-scheduler's own preemption (the preempt verb) knows no quotas: of its victims
+        (all of lower priority) keep those this plugin's rules allow - never a pod whose eviction
+        takes a namespace with a quota below its ``min``, nor one of another namespace with a
+        quota when the preemptor is beyond its own ``min`` - and drop the node when those left do
+        not make room (Filter, this plugin's check included, on the node without them)."""
+        table, used, reclaiming = self._stance(pod)
+        if not table.quotas:
+            return list(victims), Status()
+        known = [v.pod for v in victims if v.pod is not None]
+        allowed = set(logic.allowed_victims(known, pod, table.quotas, used, reclaiming))
+        kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
+        if len(kept) < len(victims) and not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
+            dropped = sorted(v.pod.key for v in victims if v.pod is not None and v.pod.uid not in allowed)
+            return [], Status.unschedulable(f"the victims that make room ({', '.join(dropped)}) are protected by "
+                                            "their namespaces' quotas")
+        return kept, Status()
+
+    def _stance(self, pod: PodInfo) -> tuple[_Table, dict[str, dict[str, int]], bool]:
+        """For preemption: the table, the use without ``pod`` and its group, and whether it
+        reclaims (stays within its namespace's ``min``)."""
+        table = self._table()
+        unit = self._unit(pod)
+        used = table.used(False, [u.uid for u in unit])
+        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
+                                      logic.total(u.requests for u in unit))
+        return table, used, reclaiming
+
+    def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
+        """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
+        def fits(victims: Sequence[PodInfo]) -> bool:
+            sim = node
+            for v in victims:
+                sim = sim.without_pod(v.uid, next(self._generations))
+            return self.handle.run_filters(CycleState(), pod, sim).ok
+        return fits
+
+    def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
+                 used: Mapping[str, Mapping[str, int]]) -> bool:
+        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims,
+                              lambda victim: self._why(victim, pod, table, used)):
+            return False  # nothing lost: try the next node
+        borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]
+        message = (f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node "
+                   f"{candidate.node}; nominated there")
+        if borrowers:
+            message += f"; reclaimed namespace {pod.namespace}'s guaranteed quota from borrowers {', '.join(borrowers)}"
+        eviction.nominate(self.handle.writer, pod, candidate.node, message)
+        log.info("preempted", extra={"pod": pod.key, "node": candidate.node, "reclaimed_from": borrowers,
+                                     "victims": [v.key for v in candidate.victims]})
+        return True
+
+    @staticmethod
+    def _why(victim: PodInfo, pod: PodInfo, table: _Table, used: Mapping[str, Mapping[str, int]]) -> str:
+        quota = table.quotas.get(victim.namespace)
+        if victim.namespace == pod.namespace or quota is None:
+            return "lower priority"
+        mine = used.get(victim.namespace, {})
+        over = ", ".join(f"{r} {format_milli(mine.get(r, 0))} of min {format_milli(quota.min.get(r, 0))}"
+                         for r in sorted(victim.requests) if mine.get(r, 0) > quota.min.get(r, 0))
+        return (f"namespace {victim.namespace} borrows beyond its min ({over}) and namespace {pod.namespace} "
+                f"reclaims its guaranteed quota")
+
+    # ---- what /debug/quota, /debug/pods and the gauges show ------------------------------------
+
+    def quota_verdict(self, pod: PodInfo) -> str | None:
+        return self.verdict(pod, admission=_gated(pod))
+
+    def quota_report(self) -> dict[str, dict[str, dict[str, int | None]]]:
+        """Per namespace with a quota, per resource: min, max (None: none), used, borrowed, lent,
+        pending (milli-units)."""
+        table = self._table()
+        shares = logic.shares(table.quotas, table.used(False), table.waiting)
+        return {ns: {r: {"min": s.min, "max": s.max, "used": s.used, "borrowed": s.borrowed, "lent": s.lent,
+                         "pending": s.pending} for r, s in per.items()}
+                for ns, per in sorted(shares.items())}
+
+
+SPEC = PluginSpec(NAME, CapacityQuota, schema_parser(QuotaArgsSchema),
+                  "Elastic quotas per namespace: guaranteed min, max, borrowing and reclaim (ElasticQuota).")

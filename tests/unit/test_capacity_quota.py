@@ -1,0 +1,253 @@
+"""CapacityQuota: the quota arithmetic (``policies.capacity_quota.logic``), its args, the
+ElasticQuota reading, and what the plugin counts as a namespace's use (from the cache, the
+reservations and the pending pods), rebuilt by a restarted extender."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import GPU, cluster_objects, make_elastic_quota, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.config.model import ConfigError
+from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.views import PodInfo
+from policies.capacity_quota import logic
+
+G = 1000  # one GPU in milli-units
+
+
+def q(ns: str, min: int | None = None, max: int | None = None) -> QuotaSpec:
+    return QuotaSpec(ns, {GPU: min * G} if min is not None else {}, {GPU: max * G} if max is not None else {})
+
+
+def gpus(n: int) -> dict[str, int]:
+    return {GPU: n * G}
+
+
+# ---- the checks ----------------------------------------------------------------------------------
+
+A_B = {"a": q("a", 2, 4), "b": q("b", 2, 4)}
+
+CHECKS = [
+    # quotas, use per namespace (GPUs), asking namespace, GPUs asked, the answer (None: fits)
+    ("within min", A_B, {}, "a", 2, None),
+    ("borrows the other's unused min", A_B, {"a": 2}, "a", 2, None),
+    ("above max", A_B, {"a": 4}, "a", 1,
+     "namespace a would use 5 example.com/gpu, above its max 4 (in use 4, asking 1)"),
+    ("nothing left to borrow", A_B, {"a": 3, "b": 1}, "a", 1,
+     "namespace a would borrow 2 example.com/gpu beyond its min 2, but only 0 of the namespaces' guaranteed 4 "
+     "is unused (asking 1)"),
+    ("the lender always gets its min back", A_B, {"a": 3, "b": 1}, "b", 1, None),
+    ("no quota: never limited", A_B, {"a": 4}, "c", 9, None),
+    ("nobody guarantees it: max alone", {"a": q("a", None, 3)}, {"a": 2}, "a", 1, None),
+    ("nobody guarantees it, above max", {"a": q("a", None, 3)}, {"a": 3}, "a", 1,
+     "namespace a would use 4 example.com/gpu, above its max 3 (in use 3, asking 1)"),
+]
+
+
+@pytest.mark.parametrize("quotas, used, ns, asked, want", [c[1:] for c in CHECKS], ids=[c[0] for c in CHECKS])
+def test_check(quotas: dict[str, QuotaSpec], used: dict[str, int], ns: str, asked: int, want: str | None) -> None:
+    assert logic.check(quotas, {n: gpus(v) for n, v in used.items()}, ns, gpus(asked)) == want
+
+
+def test_shares_lend_in_proportion_to_the_unused_guarantee() -> None:
+    quotas = {"a": q("a", 2, 8), "b": q("b", 4), "c": q("c", 2)}
+    shares = logic.shares(quotas, {"a": gpus(5), "b": gpus(1)}, {"b": gpus(2)})
+    a, b, c = (shares[n][GPU] for n in "abc")
+    assert (a.used, a.borrowed, a.lent, a.max) == (5 * G, 3 * G, 0, 8 * G)
+    # 3 borrowed out of 5 unused (b: 3, c: 2): b lends 3/5 of 3, c 2/5 of 3
+    assert (b.lent, c.lent) == (3 * 3 * G // 5, 2 * 3 * G // 5)
+    assert (b.pending, b.max, c.used) == (2 * G, None, 0)
+
+
+# ---- reclaim ------------------------------------------------------------------------------------
+
+def running(name: str, ns: str, n: int = 1, priority: int = 0, start: str = "2026-01-01T00:00:00Z") -> PodInfo:
+    return PodInfo(f"u-{name}", ns, name, priority, start_time=start, node_name="n1", requests=gpus(n))
+
+
+def room_for(free: int, asked: int) -> Any:
+    """``fits`` for a node with ``free`` GPUs: the victims' GPUs come back."""
+    return lambda victims: free + sum(v.requests[GPU] for v in victims) // G >= asked
+
+
+PREEMPTOR_B = PodInfo("u-new", "b", "new", 0, requests=gpus(1))
+
+
+def test_a_pod_within_its_min_evicts_borrowers_whatever_their_priority_lowest_first() -> None:
+    pods = [running("a1", "a", priority=100), running("a2", "a", priority=50), running("a3", "a", priority=200)]
+    victims = logic.victims_on(pods, PREEMPTOR_B, A_B, {"a": gpus(3)}, True, room_for(0, 1))
+    assert [v.name for v in victims or ()] == ["a2"]
+
+
+def test_reclaim_never_takes_a_namespace_below_its_min() -> None:
+    pods = [running("a1", "a"), running("a2", "a"), running("a3", "a")]
+    assert logic.victims_on(pods, PREEMPTOR_B, A_B, {"a": gpus(3)}, True, room_for(0, 2)) is None
+    big = [running("big", "a", n=2), running("a1", "a")]
+    assert logic.victims_on(big, PREEMPTOR_B, A_B, {"a": gpus(3)}, True, room_for(0, 1)) == (big[1],), \
+        "the 2-GPU pod would take a below its min of 2"
+
+
+def test_fewest_victims_the_rest_are_spared() -> None:
+    pods = [running("small1", "a", priority=1), running("small2", "a", priority=2), running("big", "a", n=2,
+                                                                                           priority=3)]
+    quotas = {"a": q("a", 0), "b": q("b", 4)}
+    victims = logic.victims_on(pods, PodInfo("u-new", "b", "new", 0, requests=gpus(2)), quotas, {"a": gpus(4)}, True,
+                               room_for(0, 2))
+    assert [v.name for v in victims or ()] == ["small2", "small1"]
+
+
+MAY_EVICT = [
+    # victim ns, victim priority, preemptor ns, preemptor priority, reclaiming, allowed
+    ("same namespace, lower priority", "b", 0, "b", 5, False, True),
+    ("same namespace, equal priority", "b", 5, "b", 5, True, False),
+    ("a borrower, higher priority, reclaiming", "a", 100, "b", 0, True, True),
+    ("a quota namespace, not reclaiming", "a", 0, "b", 5, False, False),
+    ("no quota: by priority", "c", 0, "b", 5, False, True),
+    ("no quota, higher priority, reclaiming", "c", 9, "b", 5, True, False),
+    ("a quota namespace, preemptor without quota, lower priority", "a", 0, "c", 5, False, True),
+]
+
+
+@pytest.mark.parametrize("vns, vprio, pns, pprio, reclaiming, allowed", [c[1:] for c in MAY_EVICT],
+                         ids=[c[0] for c in MAY_EVICT])
+def test_may_evict(vns: str, vprio: int, pns: str, pprio: int, reclaiming: bool, allowed: bool) -> None:
+    victim = PodInfo("v", vns, "v", vprio, requests=gpus(1))
+    preemptor = PodInfo("p", pns, "p", pprio, requests=gpus(1))
+    assert logic.may_evict(victim, preemptor, A_B, reclaiming) is allowed
+
+
+# ---- reading quotas -----------------------------------------------------------------------------
+
+SPECS = [
+    ({"metadata": {"name": "q", "namespace": "a"}, "spec": {"min": {GPU: "2"}, "max": {GPU: "4"}}}, None),
+    ({"metadata": {"name": "q"}, "spec": {}}, None),
+    ({"metadata": {"name": "q"}, "spec": {"min": {GPU: "5"}, "max": {GPU: "4"}}},
+     "spec.min of example.com/gpu is above its max"),
+    ({"metadata": {"name": "q"}, "spec": {"max": {GPU: "many"}}}, "spec.max: 'many' is not a Kubernetes quantity"),
+    ({"metadata": {"name": "q"}, "spec": {"min": [1]}}, "spec.min must be a map of resource quantities, got list"),
+    ({"metadata": {"name": "q"}, "spec": {"min": {GPU: "-1"}}}, "spec.min: example.com/gpu must not be negative"),
+    ({"metadata": {"name": "q"}, "spec": "x"}, "spec must be a map, got str"),
+]
+
+
+@pytest.mark.parametrize("raw, problem", SPECS)
+def test_quota_spec_parse(raw: dict[str, Any], problem: str | None) -> None:
+    got, spec = QuotaSpec.parse(raw)
+    assert got == problem
+    assert (spec is None) == (problem is not None)
+
+
+def test_args_errors_name_the_file_and_key() -> None:
+    raw = {"profiles": [{"schedulerName": "default-scheduler",
+                         "plugins": {"multiPoint": {"enabled": [{"name": "CapacityQuota"}]}},
+                         "pluginConfig": [{"name": "CapacityQuota", "args": {"quotas": {
+                             "a": {"min": {GPU: "5"}, "max": {GPU: "4"}}, "b": {"mni": {}}}}}]}]}
+    with pytest.raises(ConfigError) as err:
+        create_app(config_of(**raw), source=MemoryCluster(), background=False)
+    text = str(err.value)
+    assert "profiles[0].pluginConfig[CapacityQuota].args.quotas.a: min of example.com/gpu is above its max" in text
+    assert "profiles[0].pluginConfig[CapacityQuota].args.quotas.b.mni: unknown key" in text
+
+
+# ---- the use the plugin counts ------------------------------------------------------------------
+
+GATE = "kube-extender.io/admission"
+
+
+def quota_app(pods: list[dict[str, Any]], cluster: MemoryCluster | None = None) -> tuple[Any, MemoryCluster]:
+    if cluster is None:
+        cluster = MemoryCluster({**cluster_objects([make_node("n1").alloc(gpu=8).obj()], pods),
+                                 "ElasticQuota": [make_elastic_quota("a", min={"gpu": 6}, max={"gpu": 6})]})
+    config = config_of(profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "CapacityQuota"}]}}}])
+    return create_app(config, source=cluster, background=False), cluster
+
+
+def used(app: Any) -> dict[str, str]:
+    per = app.test_client().get("/debug/quota").get_json()["namespaces"]["a"][GPU]
+    return {k: per[k] for k in ("used", "pending")}
+
+
+def a_pod(name: str, **kw: Any) -> dict[str, Any]:
+    pod = make_pod(name, "a").uid(f"u-{name}").req(gpu=1).obj()
+    if kw.get("node"):
+        pod["spec"]["nodeName"] = kw["node"]
+        pod["status"]["phase"] = "Running"
+    if kw.get("gated"):
+        pod["spec"]["schedulingGates"] = [{"name": GATE}]
+    if kw.get("nominated"):
+        pod["status"]["nominatedNodeName"] = kw["nominated"]
+    if kw.get("deleting"):
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:09Z"
+    return pod
+
+
+def test_use_counts_bound_assumed_admitted_held_and_nominated_pods_not_deleting_or_gated_ones() -> None:
+    pods = [a_pod("bound", node="n1"), a_pod("leaving", node="n1", deleting=True), a_pod("gated", gated=True),
+            a_pod("admitted"), a_pod("nominated", nominated="n1"), a_pod("assumed")]
+    app, cluster = quota_app(pods)
+    state = app.extensions["kube_extender"]
+    # admission holds the capacity of a pod it lets through; the holds count as use
+    assert state.admitter.run_once().admitted == ["a/gated"]
+    assert used(app) == {"used": "3", "pending": "4"}, "bound, held for gated (admitted), nominated"
+    state.engine.cache.assume(PodInfo.from_pod(cluster.get_pod("a", "assumed"), {GPU}), "n1")
+    assert used(app)["used"] == "4"
+    metrics = app.test_client().get("/metrics").get_data(as_text=True)
+    assert 'kube_extender_quota_used{namespace="a",resource="example.com/gpu"} 4.0' in metrics
+    assert 'kube_extender_quota_max{namespace="a",resource="example.com/gpu"} 6.0' in metrics
+    gated_pod = make_pod("over", "a").uid("u-over").req(gpu=3).obj()
+    gated_pod["spec"]["schedulingGates"] = [{"name": GATE}]
+    cluster.add_pod(gated_pod)
+    # at admission the pending pod out of the gate ("admitted", in kube-scheduler's queue) counts too
+    reply = app.test_client().get("/debug/pods/a/over").get_json()
+    assert reply["quota"] == "namespace a would use 8 example.com/gpu, above its max 6 (in use 5, asking 3)"
+
+
+def test_a_restarted_extender_counts_the_same() -> None:
+    pods = [a_pod("b1", node="n1"), a_pod("b2", node="n1"), a_pod("wait")]
+    app, cluster = quota_app(pods)
+    before = used(app)
+    again, _ = quota_app([], cluster=cluster)
+    assert used(again) == before == {"used": "2", "pending": "1"}
+
+
+def test_a_count_never_holds_its_lock_while_it_waits_for_the_cache() -> None:
+    """Filter runs inside the cache's assume, with the cache's lock held, and may count there;
+    another count waiting for the cache's lock meanwhile must not hold the plugin's lock (the
+    two would wait for each other for ever)."""
+    import threading
+
+    app, _ = quota_app([a_pod("b1", node="n1"), a_pod("wait")])
+    state = app.extensions["kube_extender"]
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    handle, cache = state.engine.handle, state.engine.cache
+    original = handle.pending_pods
+    other_thread: list[int] = []
+    other_reading, assume_running, counted = threading.Event(), threading.Event(), threading.Event()
+
+    def reading() -> Any:
+        if threading.get_ident() in other_thread:  # the other count, half-way: the assume starts now
+            other_reading.set()
+            assume_running.wait(5)
+        return original()
+
+    def other() -> None:
+        other_thread.append(threading.get_ident())
+        plugin._table()
+
+    def assume() -> None:
+        with cache._lock:
+            assume_running.set()
+            plugin._table()
+        counted.set()
+
+    handle.pending_pods = reading
+    threading.Thread(target=other, daemon=True).start()
+    assert other_reading.wait(5)
+    threading.Thread(target=assume, daemon=True).start()
+    assert counted.wait(10), "the count inside the assume waits for the other, which waits for the cache"
