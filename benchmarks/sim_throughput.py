@@ -10,7 +10,7 @@ test: exit 0 when the run produced figures, 1 when a part failed (the server did
 
 Set-up (``kube-extender simulate --extender URL`` semantics, see ``extender/sim/cli.py``):
 
-1. The cluster is ``hot_path.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
+1. The cluster is ``benchkit.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
    realistic labels, taints, about 1% NotReady, a few cordoned), imported, not copied. That
    generator also packs about 64% of the GPUs with running pods: 10,000 pods of 1-2 GPUs would not
    fit in the rest (about 5,500 GPUs free at 5,000 nodes), and the run would measure retries of
@@ -19,7 +19,7 @@ Set-up (``kube-extender simulate --extender URL`` semantics, see ``extender/sim/
 2. The workload: N pending pods, 1 GPU (65%) or 2 GPUs (35%), tolerating the GPU taint, priority
    classes batch-low / training / inference, arriving in batches of ``--batch`` every
    ``--interval`` virtual seconds (batches, so that binding cycles overlap scheduling cycles).
-3. The server: ``kube-extender serve --cluster FILE --port P`` (``hot_path.Server``: gunicorn,
+3. The server: ``kube-extender serve --cluster FILE --port P`` (``benchkit.Server``: gunicorn,
    one gthread worker). ``simulate --extender URL`` keeps its own copy of the cluster and mirrors
    the extender's successful binds into it (``mirror_extender_binds``); the server binds in its
    own memory cluster, which must therefore already hold the pending pods: a served memory
@@ -71,7 +71,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from hot_path import (GPU, GPU_TOLERATION, SEED, Server, descendants, generate_cluster, mib, pct,  # noqa: E402
+from benchkit import (GPU, GPU_TOLERATION, SEED, Server, descendants, generate_cluster, mib, pct,  # noqa: E402
                       rss_of, write_cluster_yaml)
 
 from extender.cli import scheduler_entry  # noqa: E402
