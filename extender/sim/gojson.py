@@ -282,8 +282,16 @@ def decode_filter_result(body: bytes) -> FilterResult:
                         data.get("FailedAndUnresolvableNodes"), data.get("Error", ""))
 
 
+_HOST_PRIORITY_FIELDS: Mapping[str, Callable[[Any, str], Any]] = {"Host": _string, "Score": _int64}
+
+
 def _host_priority(value: Any, where: str) -> HostPriority:
-    data = _struct(value, "v1.HostPriority", {"Host": _string, "Score": _int64}, where)
+    if isinstance(value, _Obj) and len(value.pairs) == 2:  # the shape every extender writes: decided at once
+        (host_key, host), (score_key, score) = value.pairs
+        if (host_key == "Host" and score_key == "Score" and type(host) is str and type(score) is int
+                and INT64_MIN <= score <= INT64_MAX):
+            return HostPriority(host, score)
+    data = _struct(value, "v1.HostPriority", _HOST_PRIORITY_FIELDS, where)
     if data is None:
         return HostPriority()
     return HostPriority(data.get("Host", ""), data.get("Score", 0))

@@ -64,6 +64,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+import numpy as np
+
 from extender.framework.clock import FakeClock
 from extender.framework.handle import WriteError
 from extender.framework.status import Code, Status
@@ -72,6 +74,7 @@ from extender.sim.cache import NodeState, PodRecord, SchedulerCache, Snapshot, T
 from extender.sim.client import CallStats, ExtenderError, HTTPExtender
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import WorkingNode, run_filters, score_nodes
+from extender.sim.search import NodeSearch
 from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, call_extenders, find_candidates,
                                      fit_error_message, pdbs_from, pick_one_node)
 
@@ -81,6 +84,7 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time 0
+_PASSED = Status()
 
 
 class ClusterLike(Protocol):
@@ -284,6 +288,7 @@ class Scheduler:
         self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.extenders)), thread_name_prefix="prioritize")
         self._has_filter_extenders = any(e.spec.is_filter for e in self.extenders)
         self._has_scoring = config.in_tree_scoring or any(e.spec.is_prioritizer for e in self.extenders)
+        self._search = NodeSearch(self.ignored)
         cluster.start(self)
 
     # ---- the cluster watch (ClusterEvents sink; called on any thread) --------------------------------
@@ -617,10 +622,11 @@ class Scheduler:
             to_find = 1
         feasible: list[NodeState] = []
         processed = 0
-        for i in range(n):
+        known = self._search_order(pod, nodes, nominated, to_find)
+        for i in range(n if known is None else len(known)):
             node = nodes[(self._next_start + i) % n]
-            processed += 1
-            st = self._fits(pod, node, nominated)
+            processed = i + 1
+            st = _PASSED if known is not None and known[i] else self._fits(pod, node, nominated)
             if st.ok:
                 diag.statuses.pop(node.name, None)
                 feasible.append(node)
@@ -636,6 +642,31 @@ class Scheduler:
         if self.cfg.extender_requeue and len(feasible) != before:
             diag.plugins.add(q.EXTENDER_PLUGIN)
         return feasible, diag
+
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], nominated: Mapping[str, list[PodRecord]],
+                      to_find: int) -> list[bool] | None:
+        """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
+        up to the last it can need - the one where the ``to_find``-th node known to pass is found,
+        else the last node - whether the node is known to pass every in-tree filter (``NodeSearch``;
+        a node with nominated pods counted against ``pod`` is not known: ``_fits`` decides it, as
+        it does every node that fails, whose Status the diagnosis needs). None when the columns
+        cannot tell: every node then goes through ``_fits``."""
+        search = self._search
+        search.sync(nodes)
+        passing = search.passing(pod)
+        if passing is None:
+            return None
+        n = len(nodes)
+        for name, extra in nominated.items():
+            row = search.row_of(name)
+            if row is not None and any(p.priority >= pod.priority and p.uid != pod.uid for p in extra):
+                passing[row] = False
+        steps = (np.arange(n) + self._next_start) % n
+        known = passing[steps]
+        hits = np.flatnonzero(known)
+        last = int(hits[to_find - 1]) if len(hits) >= to_find else n - 1
+        flags: list[bool] = known[: last + 1].tolist()
+        return flags
 
     def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
                           snap: Snapshot) -> list[NodeState]:
