@@ -29,6 +29,8 @@ if str(REPO) not in sys.path:
 
 import yaml  # noqa: E402
 
+from extender.sim.workload import Workload, parse_workload  # noqa: E402
+
 GPU = "example.com/gpu"
 SEED = 20260101
 PATH_PREFIX = "/scheduler"
@@ -257,6 +259,34 @@ def go_json(obj: Any) -> bytes:
 
 def args_body(pod: dict[str, Any], names: list[str]) -> bytes:
     return go_json({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+# ---------------------------------------------------------------------------------------------
+# an emulator workload
+# ---------------------------------------------------------------------------------------------
+
+CLASSES = [("batch-low", 0.4), ("training", 0.4), ("inference", 0.2)]
+NAMESPACES = {"batch-low": "research", "training": "ml", "inference": "inference"}
+
+
+def build_workload(n_pods: int, seed: int, classes: dict[str, dict[str, Any]], batch: int, interval: float,
+                   preemption: bool) -> Workload:
+    """``n_pods`` pending pods of 1 (65%) or 2 GPUs tolerating the GPU taint, in the cluster's
+    priority classes, ``batch`` of them arriving every ``interval`` virtual seconds."""
+    rng = random.Random(seed + 7)
+    entries = []
+    for i in range(n_pods):
+        gpus = 1 if rng.random() < 0.65 else 2
+        pc = rng.choices([c for c, _ in CLASSES], weights=[w for _, w in CLASSES])[0]
+        entries.append({
+            "name": f"bench-{i:05d}", "namespace": NAMESPACES[pc], "priorityClassName": pc,
+            "preemptionPolicy": "PreemptLowerPriority" if preemption else "Never",
+            "requests": {"cpu": str(2 * gpus), "memory": f"{8 * gpus}Gi", GPU: str(gpus)},
+            "limits": {GPU: str(gpus)}, "tolerations": [dict(GPU_TOLERATION)],
+            "labels": {"app": "bench", "bench/index": str(i)},
+            "arrival": (i // batch) * interval,
+        })
+    return parse_workload({"pods": entries}, origin="benchkit", seed=seed, priority_classes=classes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,7 +54,6 @@ import http.client
 import json
 import os
 import platform
-import random
 import re
 import resource
 import shutil
@@ -71,7 +70,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from benchkit import (GPU, GPU_TOLERATION, SEED, Server, descendants, generate_cluster, mib, pct,  # noqa: E402
+from benchkit import (GPU, SEED, Server, build_workload, descendants, generate_cluster, mib, pct,  # noqa: E402
                       rss_of, write_cluster_yaml)
 
 from extender.cli import scheduler_entry  # noqa: E402
@@ -82,32 +81,7 @@ from extender.sim import scheduler as sim_scheduler  # noqa: E402
 from extender.sim.client import HTTPTransport, tls_context  # noqa: E402
 from extender.sim.config import ExtenderSpec, SchedulerConfig  # noqa: E402
 from extender.sim.scheduler import Scheduler, VirtualClock  # noqa: E402
-from extender.sim.workload import Workload, parse_workload  # noqa: E402
 
-CLASSES = [("batch-low", 0.4), ("training", 0.4), ("inference", 0.2)]
-NAMESPACES = {"batch-low": "research", "training": "ml", "inference": "inference"}
-
-
-# ---------------------------------------------------------------------------------------------
-# workload
-# ---------------------------------------------------------------------------------------------
-
-def build_workload(n_pods: int, seed: int, classes: dict[str, dict[str, Any]], batch: int, interval: float,
-                   preemption: bool) -> Workload:
-    rng = random.Random(seed + 7)
-    entries = []
-    for i in range(n_pods):
-        gpus = 1 if rng.random() < 0.65 else 2
-        pc = rng.choices([c for c, _ in CLASSES], weights=[w for _, w in CLASSES])[0]
-        entries.append({
-            "name": f"bench-{i:05d}", "namespace": NAMESPACES[pc], "priorityClassName": pc,
-            "preemptionPolicy": "PreemptLowerPriority" if preemption else "Never",
-            "requests": {"cpu": str(2 * gpus), "memory": f"{8 * gpus}Gi", GPU: str(gpus)},
-            "limits": {GPU: str(gpus)}, "tolerations": [dict(GPU_TOLERATION)],
-            "labels": {"app": "bench", "bench/index": str(i)},
-            "arrival": (i // batch) * interval,
-        })
-    return parse_workload({"pods": entries}, origin="sim_throughput", seed=seed, priority_classes=classes)
 
 
 # ---------------------------------------------------------------------------------------------
