@@ -623,10 +623,24 @@ class Scheduler:
         feasible: list[NodeState] = []
         processed = 0
         known = self._search_order(pod, nodes, nominated, to_find)
-        for i in range(n if known is None else len(known)):
-            node = nodes[(self._next_start + i) % n]
+        steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
+        # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
+        checked = range(n) if known is None else [i for i, sure in enumerate(known) if not sure]
+        end = n if known is None else len(known)
+        taken = 0
+        for i in (*checked, end):
+            run = steps[taken:min(i, taken + to_find - len(feasible))]
+            if run and diag.statuses:
+                for node in run:
+                    diag.statuses.pop(node.name, None)
+            feasible += run
+            processed = taken + len(run)
+            if len(feasible) >= to_find or i == end:
+                break
+            node = steps[i]
             processed = i + 1
-            st = _PASSED if known is not None and known[i] else self._fits(pod, node, nominated)
+            taken = i + 1
+            st = self._fits(pod, node, nominated)
             if st.ok:
                 diag.statuses.pop(node.name, None)
                 feasible.append(node)
@@ -677,7 +691,7 @@ class Scheduler:
             if not ext.spec.is_interested(pod.raw):
                 continue
             try:
-                reply = ext.filter(pod.raw, [n.raw for n in feasible])
+                reply = ext.filter(pod.raw, [n.raw for n in feasible], [n.name for n in feasible])
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
@@ -714,13 +728,15 @@ class Scheduler:
         if not interested and not self.cfg.in_tree_scoring:
             return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
         if self.cfg.in_tree_scoring:
-            for name, plugin_scores in score_nodes(pod, feasible).items():
+            in_tree = self._search.scores(pod, feasible)
+            for name, plugin_scores in (in_tree if in_tree is not None else score_nodes(pod, feasible)).items():
                 breakdown[name].update(plugin_scores)
         raws = [n.raw for n in feasible]
+        names = [n.name for n in feasible]
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
             try:
-                prios, weight = ext.prioritize(pod.raw, raws)
+                prios, weight = ext.prioritize(pod.raw, raws, names)
                 return ext, prios, weight, ""
             except ExtenderError as exc:
                 return ext, None, 0, str(exc)

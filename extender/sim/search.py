@@ -29,13 +29,18 @@ import numpy as np
 import numpy.typing as npt
 
 from extender.sim.cache import NodeState, PodRecord
-from extender.sim.filters import FILTERS, POD_DEPENDENT, is_extended_resource
+from extender.sim.filters import (FILTERS, MAX_NODE_SCORE, POD_DEPENDENT, SCORE_WEIGHTS, _preferred_affinity,
+                                  _prefer_no_schedule_count, is_extended_resource)
 
 Mask = npt.NDArray[np.bool_]
+Ints = npt.NDArray[np.int64]
 _LIMIT = 1 << 62
+_FLOAT_EXACT = 1 << 53
+"""Below this, an int converts to float64 exactly, so numpy's division equals Python's."""
 _BASIC = ("cpu", "memory", "ephemeral-storage")
 _NODE_ONLY = tuple(fn for name, fn in FILTERS if name not in POD_DEPENDENT)
 _CACHED_CONSTRAINTS = 64
+_NAME = operator.attrgetter("name")
 
 
 def _constraints(pod: PodRecord) -> str:
@@ -50,19 +55,25 @@ class NodeSearch:
     def __init__(self, ignored: frozenset[str]) -> None:
         self.ignored = ignored
         self.nodes: list[NodeState] = []
+        self._names: list[str] = []
         self.usable = True
         self._index: dict[str, int] = {}
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
         self._requested: dict[str, npt.NDArray[np.int64]] = {}
         self._pods = np.zeros(0, np.int64)
+        self._nonzero = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._node_only: dict[str, Mask] = {}
         """Constraints key -> whether each row passes the node-only filters."""
+        self._node_scores: dict[str, tuple[Ints, Ints]] = {}
+        """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
+        node affinity weight (the node-only score inputs)."""
 
     def sync(self, nodes: Sequence[NodeState]) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
         new order or a changed node object rebuilds what depends on it."""
         old = self.nodes
-        if len(old) != len(nodes) or any(a.name != b.name for a, b in zip(old, nodes)):
+        names = list(map(_NAME, nodes))
+        if names != self._names:
             self._build(nodes)
             return
         changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
@@ -73,14 +84,17 @@ class NodeSearch:
             node = nodes[row]
             if node.raw is not old[row].raw:
                 self._node_only.clear()
+                self._node_scores.clear()
             if not self._write_row(row, node):
                 self._build(nodes)
                 return
 
     def _build(self, nodes: Sequence[NodeState]) -> None:
         self.nodes = list(nodes)
+        self._names = list(map(_NAME, nodes))
         self._index = {n.name: i for i, n in enumerate(nodes)}
         self._node_only.clear()
+        self._node_scores.clear()
         names: set[str] = set()
         for n in nodes:
             names.update(n.allocatable)
@@ -89,6 +103,7 @@ class NodeSearch:
         self._alloc = {r: np.zeros(size, np.int64) for r in names}
         self._requested = {r: np.zeros(size, np.int64) for r in names}
         self._pods = np.zeros(size, np.int64)
+        self._nonzero = (np.zeros(size, np.int64), np.zeros(size, np.int64))
         self.usable = all(self._write_row(i, n) for i, n in enumerate(nodes))
 
     def _write_row(self, row: int, node: NodeState) -> bool:
@@ -104,6 +119,10 @@ class NodeSearch:
                     return False
                 column[row] = v
         self._pods[row] = node.pod_count
+        if not (-_LIMIT < node.nonzero_cpu < _LIMIT and -_LIMIT < node.nonzero_memory < _LIMIT):
+            return False
+        self._nonzero[0][row] = node.nonzero_cpu
+        self._nonzero[1][row] = node.nonzero_memory
         return True
 
     def row_of(self, name: str) -> int | None:
@@ -145,3 +164,70 @@ class NodeSearch:
                 short = short | (req[r] > self._column(self._alloc, r) - self._column(self._requested, r))
         out: Mask = ~np.broadcast_to(short, (len(self.nodes),))
         return out
+
+    def scores(self, pod: PodRecord, nodes: Sequence[NodeState]) -> dict[str, dict[str, int]] | None:
+        """``filters.score_nodes(pod, nodes)`` in array operations, the same node -> plugin ->
+        weighted score; None when the columns cannot say (a node not of the synced snapshot,
+        amounts beyond float64's exact integers)."""
+        rows = [self._index.get(n.name, -1) for n in nodes]
+        if not self.usable or any(r < 0 or self.nodes[r] is not n for r, n in zip(rows, nodes)):
+            return None
+        at = np.array(rows, dtype=np.intp)
+        req = pod.requests
+        cpu_alloc, mem_alloc = self._column(self._alloc, "cpu"), self._column(self._alloc, "memory")
+        inputs = [pod.nonzero_cpu, pod.nonzero_memory, req.get("cpu", 0), req.get("memory", 0)]
+        arrays = [np.broadcast_to(a, (len(self.nodes),)) for a in (cpu_alloc, mem_alloc, *self._nonzero,
+                                                                    self._column(self._requested, "cpu"),
+                                                                    self._column(self._requested, "memory"))]
+        if any(not -_FLOAT_EXACT < v < _FLOAT_EXACT for v in inputs) or any(
+                len(a) and (a.max() >= _FLOAT_EXACT or a.min() <= -_FLOAT_EXACT) for a in arrays):
+            return None
+        cpu_alloc, mem_alloc, nz_cpu, nz_mem, used_cpu, used_mem = (a[at] for a in arrays)
+        # NodeResourcesFit, LeastAllocated on cpu and memory with non-zero requests (filters.least_allocated)
+        total = np.zeros(len(at), np.int64)
+        weight = np.zeros(len(at), np.int64)
+        for requested, alloc in ((nz_cpu + pod.nonzero_cpu, cpu_alloc), (nz_mem + pod.nonzero_memory, mem_alloc)):
+            counted = alloc != 0
+            share = np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // np.where(counted, alloc, 1))
+            total += np.where(counted, share, 0)
+            weight += counted
+        least = np.where(weight > 0, total // np.maximum(weight, 1), 0)
+        # NodeResourcesBalancedAllocation (filters.balanced_allocation)
+        fractions = []
+        for used, alloc, want in ((used_cpu, cpu_alloc, req.get("cpu", 0)), (used_mem, mem_alloc, req.get("memory", 0))):
+            counted = alloc != 0
+            fractions.append((counted, np.minimum((used + want) / np.where(counted, alloc, 1), 1.0)))
+        (has_cpu, f_cpu), (has_mem, f_mem) = fractions
+        std = np.where(has_cpu & has_mem, np.abs(f_cpu - f_mem) / 2, 0.0)
+        balanced = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        taints, affinity = self._node_score_inputs(pod)
+        taint_scores = _normalize(taints[at], reverse=True)
+        affinity_scores = _normalize(affinity[at], reverse=False)
+        w = SCORE_WEIGHTS
+        return {n.name: {"NodeResourcesFit": a, "NodeResourcesBalancedAllocation": b, "TaintToleration": c,
+                         "NodeAffinity": d}
+                for n, a, b, c, d in zip(nodes, (least * w["NodeResourcesFit"]).tolist(),
+                                         (balanced * w["NodeResourcesBalancedAllocation"]).tolist(),
+                                         (taint_scores * w["TaintToleration"]).tolist(),
+                                         (affinity_scores * w["NodeAffinity"]).tolist())}
+
+    def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
+        key = _constraints(pod)
+        found = self._node_scores.get(key)
+        if found is None:
+            if len(self._node_scores) >= _CACHED_CONSTRAINTS:
+                self._node_scores.clear()
+            size = len(self.nodes)
+            found = (np.fromiter((_prefer_no_schedule_count(pod, n) for n in self.nodes), np.int64, size),
+                     np.fromiter((_preferred_affinity(pod, n) for n in self.nodes), np.int64, size))
+            self._node_scores[key] = found
+        return found
+
+
+def _normalize(scores: Ints, reverse: bool) -> Ints:
+    """``filters.default_normalize`` over an array."""
+    top = int(scores.max()) if len(scores) else 0
+    if top == 0:
+        return np.full(len(scores), MAX_NODE_SCORE if reverse else 0, np.int64)
+    out = MAX_NODE_SCORE * scores // top
+    return MAX_NODE_SCORE - out if reverse else out

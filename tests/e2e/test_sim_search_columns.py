@@ -1,6 +1,7 @@
 """The emulator's columnar node search (``extender.sim.search``) says "passes" exactly where
-``filters.run_filters`` does, over random nodes (taints, cordons, labels, pods, resources) and
-pods (tolerations, node selectors, node names, requests), and follows node and pod changes."""
+``filters.run_filters`` does and scores exactly as ``filters.score_nodes`` does, over random
+nodes (taints, cordons, labels, pods, resources) and pods (tolerations, node selectors and
+preferences, node names, requests), and follows node and pod changes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.sim.cache import NodeState, PodRecord
-from extender.sim.filters import run_filters
+from extender.sim.filters import run_filters, score_nodes
 from extender.sim.search import NodeSearch
 
 IGNORED = frozenset({"example.com/gpu"})
@@ -48,6 +49,12 @@ def pods(draw: Any) -> PodRecord:
         raw["spec"]["nodeSelector"] = {"zone": draw(st.sampled_from(["a", "b"]))}
     if draw(st.booleans()) and draw(st.booleans()):
         raw["spec"]["nodeName"] = draw(st.sampled_from(["n0", "n1"]))
+    if draw(st.booleans()):
+        raw["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": draw(st.integers(1, 100)), "preference": {"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": [draw(st.sampled_from(["a", "b"]))]}]}}]}}
+    if draw(st.booleans()):
+        raw["spec"]["containers"][0]["resources"]["requests"]["memory"] = draw(st.sampled_from(["1Gi", "40Gi"]))
     return PodRecord.from_raw(raw)
 
 
@@ -58,6 +65,8 @@ def test_the_columns_pass_exactly_the_nodes_run_filters_passes(cluster: list[Nod
     search = NodeSearch(IGNORED)
     search.sync(cluster)
     assert search.passing(pod).tolist() == [run_filters(pod, n, IGNORED).ok for n in cluster]
+    some = data.draw(st.lists(st.sampled_from(cluster), min_size=1, unique_by=lambda n: n.name), label="scored")
+    assert search.scores(pod, some) == score_nodes(pod, some)
     # a node is cordoned, then a pod lands on a node: the columns follow each change
     changed = list(cluster)
     j = data.draw(st.integers(0, len(cluster) - 1))
@@ -70,3 +79,4 @@ def test_the_columns_pass_exactly_the_nodes_run_filters_passes(cluster: list[Nod
     search.sync(changed)
     for p in (pod, other):
         assert search.passing(p).tolist() == [run_filters(p, n, IGNORED).ok for n in changed]
+        assert search.scores(p, changed) == score_nodes(p, changed)
