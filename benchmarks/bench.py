@@ -280,7 +280,8 @@ def emulator_part(nodes: int, pods: int) -> None:
     from extender.config.model import default_config
     from extender.sim.client import AppTransport
     from extender.sim.config import SchedulerConfig
-    from extender.sim.scheduler import Scheduler, VirtualClock
+    from extender.sim.clocks import VirtualClock
+    from extender.sim.scheduler import Scheduler
 
     print(f"\n== 3. emulator: {pods} pods on {nodes} nodes, extender in process (simulate without --extender)",
           flush=True)

@@ -77,10 +77,12 @@ from extender.cli import scheduler_entry  # noqa: E402
 from extender.cluster.memory import MemoryCluster  # noqa: E402
 from extender.config.model import default_config  # noqa: E402
 from extender.framework.resources import milli  # noqa: E402
-from extender.sim import scheduler as sim_scheduler  # noqa: E402
+from extender.sim import placement as sim_placement  # noqa: E402
 from extender.sim.client import HTTPTransport, tls_context  # noqa: E402
 from extender.sim.config import ExtenderSpec, SchedulerConfig  # noqa: E402
-from extender.sim.scheduler import Scheduler, VirtualClock  # noqa: E402
+from extender.sim.clocks import VirtualClock  # noqa: E402
+from extender.sim.scheduler import Scheduler  # noqa: E402
+from extender.sim.search import NodeSearch  # noqa: E402
 
 
 
@@ -143,27 +145,29 @@ class TimedScheduler(Scheduler):
 
 
 class _ScoreTimer:
-    """Wraps ``extender.sim.scheduler.score_nodes`` (the in-tree Score plugins) for the run."""
+    """Times the in-tree Score plugins for the run: ``NodeSearch.scores`` (the columns) and
+    ``extender.sim.placement.score_nodes`` (the per-node fallback)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
-        self.orig = sim_scheduler.score_nodes
+        self.orig = (sim_placement.score_nodes, NodeSearch.scores)
 
-    def __enter__(self) -> _ScoreTimer:
-        orig = self.orig
-
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*a: Any, **kw: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                return orig(*a, **kw)
+                return fn(*a, **kw)
             finally:
                 self.seconds += time.perf_counter() - t0
+        return timed
 
-        sim_scheduler.score_nodes = timed  # type: ignore[assignment]
+    def __enter__(self) -> _ScoreTimer:
+        sim_placement.score_nodes = self._timed(self.orig[0])  # type: ignore[assignment]
+        NodeSearch.scores = self._timed(self.orig[1])  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        sim_scheduler.score_nodes = self.orig  # type: ignore[assignment]
+        sim_placement.score_nodes, NodeSearch.scores = self.orig  # type: ignore[method-assign]
 
 
 # ---------------------------------------------------------------------------------------------
