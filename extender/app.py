@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flask import Flask
@@ -25,9 +25,11 @@ from extender.cluster.memory import MemoryCluster
 from extender.config.model import ConfigError, ExtenderConfig, default_config
 from extender.framework.clock import Clock, SystemClock
 from extender.framework.handle import ClusterWriter
+from extender.lifecycle import Lifecycle
 from extender.metrics import Metrics
-from extender.runtime.admission import Admitter
-from extender.runtime.requeue import Nudger
+from extender.queue.admission import Admitter
+from extender.queue.nudger import Nudger
+from extender.queue.queue import SchedulingQueue
 from extender.runtime.engine import Engine
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
@@ -53,8 +55,8 @@ class Leadership(Protocol):
 
     def term(self) -> int: ...
 
-    def stop(self) -> None:
-        """Stop competing; give the lease up if held."""
+    def stop(self, release: bool = True, timeout: float | None = None) -> None:
+        """Stop competing within ``timeout`` seconds; give the lease up if held and ``release``."""
 
 
 @dataclass
@@ -62,13 +64,25 @@ class ExtenderState:
     config: ExtenderConfig
     engine: Engine
     cache: ClusterCache
+    queue: SchedulingQueue
     metrics: Metrics
     source: ClusterSource
     writer: ClusterWriter
     leader: Leadership | None = None
-    stop: threading.Event | None = None
-    admitter: Any = None
-    nudger: Any = None
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    admitter: Admitter | None = None
+    nudger: Nudger | None = None
+    release_lease: bool = True
+    """Whether ``close`` gives the Lease up (a simulated crash does not)."""
+
+    def close(self, timeout: float = 10.0, *, release: bool = True) -> None:
+        """Stop every background thread the app runs - admission, nudges, orphan collection, the
+        leader elector (giving the Lease up unless ``release`` is False), the cluster source's
+        watches, the event recorder - within about ``timeout`` seconds. Idempotent: a second call
+        does nothing (``Lifecycle.close``)."""
+        if not self.lifecycle.closed:
+            self.release_lease = release
+        self.lifecycle.close(timeout)
 
 
 def _freeze_heap() -> None:
@@ -124,8 +138,11 @@ def build_frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Reg
 
 def _handle(config: ExtenderConfig, cache: ClusterCache, writer: ClusterWriter, clock: Clock,
             leader: Leadership | None) -> EngineHandle:
+    """The handle plugins are built with: the queue over ``cache`` and empty profiles, which
+    ``create_app`` fills once the plugins are built."""
     return EngineHandle(cache, writer, clock, WaitingPods(), config.managed_names, config.annotation_prefix,
-                        config.extender.http_timeout, term=leader.term if leader is not None else (lambda: 0))
+                        config.extender.http_timeout, term=leader.term if leader is not None else (lambda: 0),
+                        queue=SchedulingQueue(cache, clock))
 
 
 def profile_problems(config: ExtenderConfig, registry: Registry | None = None) -> list[tuple[str, str]]:
@@ -159,11 +176,15 @@ def describe(config: ExtenderConfig, frameworks: dict[str, Framework]) -> dict[s
 def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | None = None,
                writer: ClusterWriter | None = None, clock: Clock | None = None,
                registry: Registry | None = None, leader: Leadership | None = None,
-               metrics: Metrics | None = None, background: bool = True) -> Flask:
+               metrics: Metrics | None = None, background: bool = True,
+               lifecycle: Lifecycle | None = None) -> Flask:
     """Build the Flask app. Raises ConfigError for invalid profiles or plugin args.
 
     ``leader``: with leader election, only the leader answers the verbs (followers: 503, not
-    ready) and allocations carry its term. ``background``: run the orphan collector thread."""
+    ready) and allocations carry its term. ``background``: run the loops (admission, nudges,
+    orphan collection) in threads; without, a caller runs their passes itself. ``lifecycle``:
+    what the caller already registered to stop (create_kube_app: the event recorder), stopped
+    after what the app starts. The app state's ``close()`` stops it all (``shutdown``)."""
     config = config or default_config()
     clock = clock or SystemClock()
     if source is None:
@@ -178,8 +199,9 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     cache = ClusterCache(config.managed_names, clock, config.assumed_pod_ttl, config.annotation_prefix)
     handle = _handle(config, cache, writer, clock, leader)
     frameworks = build_frameworks(config, handle, registry, metrics)
-    engine = Engine(handle, frameworks, default_profile=config.profiles[0].scheduler_name, metrics=metrics,
-                    explain=ExplainLog())
+    handle.profiles.install(frameworks, config.profiles[0].scheduler_name)
+    engine = Engine(handle, handle.profiles, metrics=metrics, explain=ExplainLog())
+    queue = handle.queue
     metrics.watch_cache(cache.sizes)
 
     app = Flask("kube-extender")
@@ -198,24 +220,32 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
 
     register(app, engine, metrics, ApiSettings(config.server.path_prefix, config.verbs(), ready, lambda: summary,
                                                serving=leading))
-    stop = threading.Event()
-    app.extensions["kube_extender"] = ExtenderState(config, engine, cache, metrics, source, writer, leader, stop)
+    lifecycle = lifecycle or Lifecycle()
+    state = ExtenderState(config, engine, cache, queue, metrics, source, writer, leader, lifecycle)
+    app.extensions["kube_extender"] = state
     cache.on_synced(_freeze_heap)
+    # stopped in reverse order: the loops first, then the leader (giving the Lease up), the source last
+    lifecycle.on_close("source", lambda seconds: source.stop(timeout=seconds))
+    if leader is not None:
+        lifecycle.on_close("leader", lambda seconds: leader.stop(release=state.release_lease, timeout=seconds))
     source.start(cache)
     if config.admission.enabled:
-        admitter = Admitter(engine, config.admission.gate, config.admission.strategy, config.admission.hold_timeout)
-        app.extensions["kube_extender"].admitter = admitter
+        admitter = state.admitter = Admitter(queue, handle.profiles, engine.placement, writer,
+                                             config.admission.gate, config.admission.strategy,
+                                             config.admission.hold_timeout, metrics=metrics)
         if background:
-            threading.Thread(target=admitter.run_forever,
-                             args=(config.admission.interval, leading, config.admission.resync),
-                             name="admission", daemon=True).start()
-    nudger = Nudger(engine, config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge)
-    app.extensions["kube_extender"].nudger = nudger
+            lifecycle.on_close("admission", lambda _: admitter.stop())
+            lifecycle.start("admission", admitter.run_forever, config.admission.interval, leading,
+                            config.admission.resync)
+    nudger = state.nudger = Nudger(queue, handle.profiles, engine.placement, writer, config.annotation_prefix,
+                                   config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge,
+                                   metrics=metrics)
     if background:
-        threading.Thread(target=nudger.run_forever, args=(leading,), name="nudger", daemon=True).start()
+        lifecycle.on_close("nudger", lambda _: nudger.stop())
+        lifecycle.start("nudger", nudger.run_forever, leading)
     if background and config.orphan_interval > 0:
-        threading.Thread(target=_collect_orphans_forever, args=(engine, leading, config.orphan_interval, stop),
-                         name="orphan-collector", daemon=True).start()
+        lifecycle.start("orphan-collector", _collect_orphans_forever, engine, leading, config.orphan_interval,
+                        lifecycle.stopping)
     log.info("extender configured", extra={"source": config.source or "defaults",
                                            "managed_resources": sorted(config.managed_names),
                                            "profiles": [p.scheduler_name for p in config.profiles],
@@ -225,18 +255,12 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
 
 def shutdown(app: Flask) -> None:
     """Stop what ``create_app`` started, once the server no longer answers (gunicorn's worker
-    exit): the background loops end, and leadership is given up. The Lease is released, so a
-    standby takes over at once instead of after ``leaseDuration``, and this process's writes are
-    fenced from then on. The cluster source is left running: the process is about to exit, and
-    closing its watches could outlast the grace period."""
+    exit): the state's ``close()``. The loops end first, then leadership is given up - the Lease
+    is released, so a standby takes over at once instead of after ``leaseDuration``, and this
+    process's writes are fenced from then on - then the watches close; all within a bounded
+    time, well inside the grace period."""
     state: ExtenderState = app.extensions["kube_extender"]
-    if state.stop is not None:
-        state.stop.set()
-    for loop in (state.admitter, state.nudger):
-        if loop is not None:
-            loop.stop()
-    if state.leader is not None:
-        state.leader.stop()
+    state.close()
 
 
 API_MUTATING_INFLIGHT = 200
@@ -281,13 +305,17 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
         leader = LeaderElector(client, name=le.lease_name, namespace=le.lease_namespace,
                                lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
                                retry_period=le.retry_period, clock=clock, caught_up=source.connected)
+    lifecycle = Lifecycle()
     events = EventRecorder(client) if config.kubernetes.events else None
+    if events is not None:
+        lifecycle.on_close("events", events.close)
     # a deposed leader stops writing renewDeadline after its last renewal and a standby may lead
     # leaseDuration after it: writes give up within that gap, so none lands after a takeover
     writes = KubeClient(client.api_client, timeout=max(1.0, min(client.timeout, le.lease_duration - le.renew_deadline))) \
         if leader is not None else client
     writer = KubeWriter(writes, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
-    app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics)
+    app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics,
+                     lifecycle=lifecycle)
     if leader is not None:
         leader.start()
     return app

@@ -223,7 +223,7 @@ def _background_passes(app: Any) -> tuple[Callable[[], bool], Callable[[], bool]
 
     def busy() -> bool:
         changes, seen[0] = seen[0], state.cache.change_count()
-        return changes != seen[0] or state.engine.pending_wakeups() > 0
+        return changes != seen[0] or state.queue.wakeups.pending() > 0
 
     return run, busy
 

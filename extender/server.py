@@ -4,7 +4,7 @@ never block filter and prioritize.
 
 The default worker is gevent: every connection is a greenlet, so a 1,000-member gang can wait in
 its bind calls at once, and on the measuring machine it answered filter and prioritize ~40%
-faster than the threaded worker (see README "Performance"). The worker patches the
+faster than the threaded worker (see benchmarks/README.md). The worker patches the
 standard library before the app is built, so the engine's threads, locks and events become
 cooperative. It runs as ``FastLaneWorker`` (``extender.api.fastlane``), a worker class of its
 own: every request is read off the socket with httptools, the verbs answered straight from

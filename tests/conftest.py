@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -16,10 +16,29 @@ from extender.app import create_app  # noqa: E402
 from extender.cluster.memory import MemoryCluster  # noqa: E402
 from extender.config.model import parse_config  # noqa: E402
 from extender.framework.clock import FakeClock  # noqa: E402
+from extender.lifecycle import Lifecycle  # noqa: E402
 
 def config_of(**overrides: Any) -> Any:
     raw = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration", **overrides}
     return parse_config(raw)
+
+
+@pytest.fixture(autouse=True)
+def close_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every app a test builds (``create_app`` / ``create_kube_app``, directly or through a helper)
+    is closed after it, so its background threads do not outlive the test. Apps of module- or
+    session-scoped fixtures are built before this runs: closing them is their fixtures' job."""
+    built: list[Lifecycle] = []
+    init = Lifecycle.__init__
+
+    def recording(self: Lifecycle) -> None:
+        init(self)
+        built.append(self)
+
+    monkeypatch.setattr(Lifecycle, "__init__", recording)
+    yield
+    for lifecycle in built:
+        lifecycle.close(timeout=5.0)
 
 
 @pytest.fixture

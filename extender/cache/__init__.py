@@ -1,4 +1,5 @@
-"""The cluster cache (nodes, pods, assumed pods) and the per-request snapshot taken from it."""
+"""The cluster cache (nodes, pods, assumed pods; its change log and label indexes) and the
+per-request snapshot taken from it."""
 
 from extender.cache.cache import AssumeError, ClusterCache
 from extender.cache.snapshot import Snapshot

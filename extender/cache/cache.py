@@ -31,6 +31,11 @@ a PodGroup is stored trimmed even when malformed, and read typed through ``pod_g
 Every NodeInfo is immutable; each change stores a new one and bumps the cache generation, and
 ``snapshot()`` re-points only the changed names (see ``extender.cache.snapshot``). All methods are
 thread-safe; ``assume`` checks and assumes atomically.
+
+Beside the state machine, under the same lock: the numbered change log queueing hints and nudges
+read (``extender.cache.changes``), the label indexes that find a pod group's members
+(``extender.cache.labels``), and the pod change fan-out the queue's nominator follows
+(``on_pod_change``).
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from copy import deepcopy
 from collections import deque
-from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from extender.cache.changes import ChangeLog
+from extender.cache.labels import LabelIndex
+from extender.cache.pod_groups import PodGroupEntry, trim_pod_group, without_rv
 from extender.cache.snapshot import Snapshot
 from extender.framework import ledger
 from extender.framework.clock import Clock
@@ -63,29 +69,6 @@ class AssumeError(Exception):
 SIMULATED_GENERATION = -1
 """The generation of a NodeInfo made up for a check (never cached by plugins: negative)."""
 
-CHANGE_LOG_SIZE = 50_000
-"""Changes kept for ``changes_since`` (a minute of a busy cluster's events)."""
-
-_POD_GROUP_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-
-
-def trim_pod_group(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What the cache keeps of a PodGroup: identity and a private copy of the spec (whatever it
-    is: malformed specs are kept as they are, ``PodGroupSpec.from_raw`` judges them)."""
-    meta = raw.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    out_meta = {k: meta[k] for k in _POD_GROUP_META if k in meta}
-    out_meta["namespace"] = str(meta.get("namespace") or "default")
-    return {"metadata": out_meta, "spec": deepcopy(raw.get("spec"))}
-
-
-@dataclass(frozen=True, slots=True)
-class _PodGroupEntry:
-    raw: dict[str, Any]
-    spec: PodGroupSpec | None
-    """None when the object is malformed."""
-
-
 @dataclass(slots=True)
 class _PodState:
     info: PodInfo
@@ -94,11 +77,6 @@ class _PodState:
     deadline: float = 0.0
     ledger: bool = False
     """Reserved because of an allocation annotation, not by a bind in this process."""
-
-
-def _without_rv(raw: Mapping[str, Any]) -> tuple[Any, Any]:
-    meta = {k: v for k, v in raw["metadata"].items() if k != "resourceVersion"}
-    return meta, raw.get("spec")
 
 
 class ClusterCache:
@@ -118,23 +96,19 @@ class ClusterCache:
         """Heap of (deadline, uid) of the assumptions whose binding finished, so that expiring
         them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
         confirmed, forgotten or given a later deadline meanwhile is dropped when it comes up."""
-        self._nominated: dict[str, dict[str, PodInfo]] = {}
-        """node -> pending pods nominated to it (status.nominatedNodeName)."""
-        self._nominee_node: dict[str, str] = {}
         self._budgets: dict[str, Budget] = {}
-        self._pod_groups: dict[str, _PodGroupEntry] = {}
+        self._pod_groups: dict[str, PodGroupEntry] = {}
         self._generation = 0
         self._dirty: set[str] = set()
         self._snapshot = Snapshot()
-        self._changes = 0
-        self._log: deque[Change] = deque(maxlen=CHANGE_LOG_SIZE)
-        self._label_index: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {}
-        """label key -> (namespace, value) -> {(uid, pod key)}, for the keys asked about by
-        ``pods_labelled``. Pod upserts and deletions keep it current (a pod's entry moves when
-        its value changes and goes when it is deleted or turns terminal); entries left stale by
-        other paths (an assumption dropped) are checked and dropped when read."""
+        self._changes = ChangeLog()
+        self._labels = LabelIndex()
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
+        self._pod_listeners: list[Callable[[str, PodInfo | None], None]] = []
+        self._outbox: deque[tuple[str, PodInfo | None]] = deque()
+        """Pod changes not delivered to ``_pod_listeners`` yet, in the order the lock saw them."""
+        self._delivering = threading.Lock()
 
     # ---- sync state -------------------------------------------------------------------------
 
@@ -156,14 +130,42 @@ class ClusterCache:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    # ---- change fan-out ---------------------------------------------------------------------
+
+    def on_pod_change(self, listener: Callable[[str, PodInfo | None], None]) -> None:
+        """Call ``listener(uid, pod)`` after every pod event from the cluster (``upsert_pod``:
+        the pod as received; ``remove_pod``: None), outside the cache lock - so a listener may
+        call back into the cache - in the order the cache applied the events, one at a time, and
+        before the ``upsert_pod``/``remove_pod`` call that applied it returns. Register before
+        the source starts: earlier events are not replayed."""
+        self._pod_listeners.append(listener)
+
+    def _announce(self, uid: str, pod: PodInfo | None) -> None:
+        """Queue a pod change for the listeners (lock held)."""
+        if self._pod_listeners:
+            self._outbox.append((uid, pod))
+
+    def _deliver(self) -> None:
+        """Hand the queued pod changes to the listeners (lock NOT held). Whoever holds
+        ``_delivering`` drains the outbox, so events reach listeners in order even when several
+        threads apply them; taking it unconditionally means an event queued by this thread has
+        been delivered when this returns, whoever drained it."""
+        if not self._pod_listeners:
+            return
+        with self._delivering:
+            while self._outbox:
+                uid, pod = self._outbox.popleft()
+                for listener in self._pod_listeners:
+                    try:
+                        listener(uid, pod)
+                    except Exception:  # noqa: BLE001 - one listener's bug must not stop the watch
+                        log.exception("pod change listener failed", extra={"uid": uid})
+
     # ---- nodes ------------------------------------------------------------------------------
 
     def _record(self, event: ClusterEvent, key: str, node: str = "") -> None:
-        """Note a change (lock held): for ``change_count`` and ``changes_since``. Sequence numbers
-        are contiguous (each is the previous one + 1, the last is ``self._changes``):
-        ``changes_since`` relies on it."""
-        self._changes += 1
-        self._log.append(Change(self._changes, event, key, node))
+        """Note a change (lock held): for ``change_count`` and ``changes_since``."""
+        self._changes.record(event, key, node)
 
     def _store(self, info: NodeInfo) -> None:
         self._nodes[info.name] = info
@@ -241,6 +243,8 @@ class ClusterCache:
             self._reindex(info.uid, info.namespace, info.key, [*before, info.labels])
             if displaced is not None and displaced.uid != info.uid:
                 self._reindex(displaced.uid, displaced.namespace, displaced.key, [displaced.labels])
+            self._announce(info.uid, info)
+        self._deliver()
         return info
 
     def _apply_pod(self, info: PodInfo) -> None:
@@ -250,7 +254,6 @@ class ClusterCache:
         known = state is not None or (pending is not None and pending.uid == info.uid)
         self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
         if info.terminal:
-            self._unnominate(info.uid)
             if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]
             if state is not None:
@@ -258,13 +261,8 @@ class ClusterCache:
                 self._assumed.pop(info.uid, None)
                 self._release(state.info)
             return
-        held_on = self._unnominate(info.uid, keep=info.nominated_node_name if not info.node_name
-                                   and not info.deleting else "")
         if not info.node_name:
             self._pending[info.key] = info
-            if held_on:
-                self._nominated.setdefault(held_on, {})[info.uid] = info
-                self._nominee_node[info.uid] = held_on
             if state is None or state.ledger:
                 self._follow_ledger(info, state)
             return
@@ -318,40 +316,17 @@ class ClusterCache:
                 gone.append(pending)
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
-            self._unnominate(uid)
             if state is not None:
                 self._release(state.info)
                 gone.append(state.info)
-            if self._label_index:
+            if self._labels:
                 for u in {uid, *(p.uid for p in gone)} - {""}:
                     seen = [p.labels for p in gone if p.uid == u]
                     if isinstance(labels, Mapping):  # the deleted object's own labels
                         seen.append(labels)
                     self._reindex(u, namespace, key, seen)
-
-    def _unnominate(self, uid: str, keep: str = "") -> str:
-        """Drop the pod's nomination (lock held) and return ``keep``, the node it is nominated to
-        from now on ("" for none). A nomination that ends or moves released held capacity: that
-        is recorded as ALLOCATION_RELEASED on the old node."""
-        node = self._nominee_node.pop(uid, None)
-        if node is not None:
-            pods = self._nominated.get(node, {})
-            gone = pods.pop(uid, None)
-            if not pods:
-                self._nominated.pop(node, None)
-            if node != keep and gone is not None and gone.requests:
-                self._record(ClusterEvent.ALLOCATION_RELEASED, gone.key, node)
-        return keep
-
-    def nominated(self, node_name: str) -> list[PodInfo]:
-        """Pending pods nominated to ``node_name`` (capacity kube-scheduler and the extender hold
-        for them against pods of lower priority)."""
-        with self._lock:
-            return list(self._nominated.get(node_name, {}).values())
-
-    def nominated_nodes(self) -> set[str]:
-        with self._lock:
-            return set(self._nominated)
+            self._announce(uid, None)
+        self._deliver()
 
     def assume(self, pod: PodInfo, node_name: str,
                check: Callable[[NodeInfo], Status] | None = None) -> Status:
@@ -380,7 +355,7 @@ class ClusterCache:
                 self._assumed.pop(pod.uid, None)
                 self._unaccount(state.info)
             info = pod.bound_to(node_name)
-            self._index(info)
+            self._labels.add(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
             self._account(info)
             return Status()
@@ -463,8 +438,8 @@ class ClusterCache:
         key = pod_key(trimmed["metadata"]["namespace"], name)
         with self._lock:
             previous = self._pod_groups.get(key)
-            self._pod_groups[key] = _PodGroupEntry(trimmed, spec)
-            if previous is None or _without_rv(previous.raw) != _without_rv(trimmed):
+            self._pod_groups[key] = PodGroupEntry(trimmed, spec)
+            if previous is None or without_rv(previous.raw) != without_rv(trimmed):
                 self._record(ClusterEvent.POD_GROUP_CHANGE, key)
                 if problem is not None:
                     log.warning("malformed PodGroup: plugins will ignore it",
@@ -514,7 +489,7 @@ class ClusterCache:
         """Grows with every node, pod (pending pods included), PDB or PodGroup event: "did anything
         change?"."""
         with self._lock:
-            return self._changes
+            return self._changes.count
 
     def note_released(self, nodes: Iterable[str], key: str = "") -> None:
         """Capacity held outside the cache (a reservation) came free on ``nodes``: recorded as
@@ -525,18 +500,10 @@ class ClusterCache:
 
     def changes_since(self, seq: int | None) -> tuple[list[Change], int, bool]:
         """(changes after ``seq``, the latest sequence number, complete). ``complete`` is False
-        when the log no longer reaches back to ``seq`` (more than CHANGE_LOG_SIZE changes since):
+        when the log no longer reaches back to ``seq`` (more than ``CHANGE_LOG_SIZE`` changes since):
         the caller must then assume anything changed. ``seq=None``: no changes, just the latest."""
         with self._lock:
-            if seq is None or seq >= self._changes:
-                return [], self._changes, True
-            complete = not self._log or self._log[0].seq <= seq + 1
-            # the log's sequence numbers are contiguous and end at self._changes: the changes after
-            # ``seq`` are its last (self._changes - seq) entries, read from the right end
-            wanted = min(self._changes - seq, len(self._log))
-            after = list(islice(reversed(self._log), wanted))
-            after.reverse()
-            return after, self._changes, complete
+            return self._changes.since(seq)
 
     def take_expired(self) -> list[PodInfo]:
         """Assumptions that expired since the last call (for orphan garbage collection)."""
@@ -591,69 +558,27 @@ class ClusterCache:
         return out
 
     def _reindex(self, uid: str, namespace: str, key: str, before: Iterable[Mapping[str, Any]]) -> None:
-        """Make the label indexes agree with pod ``uid`` (``key``) as it is stored now (lock held):
-        its entry under the value ``pods_labelled`` would find it by (its accounted PodInfo, else
-        its pending one) is there, and those under the other values of ``before`` (label maps it
-        may have been indexed with) are gone; with nothing stored for it, all of them go."""
-        if not self._label_index:
+        """Make the label indexes agree with pod ``uid`` (``key``) as it is stored now: the one
+        ``pods_labelled`` would find it by (its accounted PodInfo, else its pending one) - lock
+        held; see ``LabelIndex.reindex``."""
+        if not self._labels:
             return
         state = self._pods.get(uid)
         pending = self._pending.get(key)
         current = state.info if state is not None else (pending if pending is not None and pending.uid == uid else None)
-        now = current.labels if current is not None else {}
-        entry = (uid, key)
-        for label, index in self._label_index.items():
-            value = now.get(label)
-            for labels in before:  # values it may be indexed under
-                old = labels.get(label)
-                if old is None or old == value or not isinstance(old, str):
-                    continue
-                entries = index.get((namespace, old))
-                if entries is not None:
-                    entries.discard(entry)
-                    if not entries:
-                        del index[(namespace, old)]
-            if isinstance(value, str):
-                index.setdefault((namespace, value), set()).add(entry)
-
-    def _index(self, info: PodInfo) -> None:
-        """Add the pod to the label indexes built so far (lock held)."""
-        if not self._label_index:
-            return
-        labels = info.labels
-        for key, index in self._label_index.items():
-            value = labels.get(key)
-            if value is not None:
-                index.setdefault((info.namespace, value), set()).add((info.uid, info.key))
+        self._labels.reindex(uid, namespace, key, current, before)
 
     def pods_labelled(self, namespace: str, key: str, value: str) -> list[PodInfo]:
         """Pods (pending, assumed or bound) of ``namespace`` whose label ``key`` is ``value``.
         The first call for a ``key`` builds an index of it (one scan); later calls cost what they
         return, so a pod group's members are found without scanning the cluster."""
+        def stored(uid: str, pkey: str) -> PodInfo | None:
+            state = self._pods.get(uid)
+            return state.info if state is not None else self._pending.get(pkey)
+
         with self._lock:
-            index = self._label_index.get(key)
-            if index is None:
-                index = self._label_index[key] = {}
-                for info in [*(st.info for st in self._pods.values()), *self._pending.values()]:
-                    v = info.labels.get(key)
-                    if v is not None:
-                        index.setdefault((info.namespace, v), set()).add((info.uid, info.key))
-            entries = index.get((namespace, value))
-            if not entries:
-                return []
-            found: list[PodInfo] = []
-            stale = []
-            for uid, pkey in entries:
-                state = self._pods.get(uid)
-                current = state.info if state is not None else self._pending.get(pkey)
-                if current is None or current.uid != uid or current.labels.get(key) != value:
-                    stale.append((uid, pkey))
-                else:
-                    found.append(current)
-            entries.difference_update(stale)
-            if not entries:
-                del index[(namespace, value)]
-            return found
+            return self._labels.find(namespace, key, value, stored,
+                                     lambda: [*(st.info for st in self._pods.values()), *self._pending.values()])
 
     def pending_pods(self) -> list[PodInfo]:
         with self._lock:

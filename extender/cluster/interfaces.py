@@ -36,4 +36,6 @@ class ClusterSource(Protocol):
         """Deliver the initial state, mark the sink synced, and follow changes (may return at once
         and follow from a background thread)."""
 
-    def stop(self) -> None: ...
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop delivering events, within about ``timeout`` seconds (None: the source's own
+        default) for a source with threads."""

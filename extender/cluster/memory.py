@@ -107,7 +107,8 @@ class MemoryCluster:
             self._sinks.append(sink)
         sink.mark_synced()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop delivering to the sinks (at once: a memory cluster has no threads)."""
         with self._lock:
             self._sinks.clear()
 

@@ -47,7 +47,7 @@ Example (every key optional; these are the defaults)::
       resync: 60s                      # every gated pod is re-evaluated at least this often, events or not
       holdTimeout: 30s                 # an admitted pod holds its capacity until bound, deleted, or this long
     requeue:                           # pods the extender rejected in Filter from a view older than a change
-      nudge: true                      # touch them when that change frees room for them (see README)
+      nudge: true                      # touch them when that change frees room for them (docs/operations.md)
       qps: 20                          # nudges per second across all pods (burst: 2 x qps)
       minInterval: 1s                  # at most one nudge per pod this often
     kubernetes:                        # used with `serve --cluster kube`

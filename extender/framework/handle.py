@@ -1,18 +1,20 @@
 """What a plugin may ask of the engine: state, time, the cluster writer and the waiting room.
 
 Plugins receive a Handle at construction. They never reach the cache, the queue or the HTTP layer
-directly; the engine implements this protocol (``extender.runtime.handle.EngineHandle``).
+directly; the runtime implements this protocol (``extender.runtime.handle.EngineHandle``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
 from extender.framework.pod_group import PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
+
+T = TypeVar("T")
 
 
 class WriteError(Exception):
@@ -88,14 +90,16 @@ class WaitingPodsView(Protocol):
 
 
 class ReservationsView(Protocol):
-    """Capacity held on nodes for pods that are not bound yet (``extender.runtime.reservations``).
+    """Capacity held on nodes for pods that are not bound yet (``extender.queue.reservations``).
     A slot counts against every other pod of equal or lower priority, in Filter and at bind."""
 
-    lock: Any
-    """A re-entrant lock: hold it across plan-then-place so two plans never count the same
-    capacity."""
     version: int
     """Grows whenever slots are placed or go away."""
+
+    def atomically(self, work: Callable[[], T]) -> T:
+        """Run ``work`` with no other writer of the reservations in between and return its result:
+        plan-then-place, so two plans never count the same capacity. ``work`` may read and write
+        the reservations and run the Filter plugins."""
 
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
               member: Callable[[PodInfo], bool] = ..., extend: bool = ...) -> None:

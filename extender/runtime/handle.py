@@ -1,24 +1,27 @@
-"""EngineHandle: the engine's implementation of ``extender.framework.handle.Handle``."""
+"""EngineHandle: the runtime's implementation of ``extender.framework.handle.Handle``.
+
+Built from the pieces it exposes before the engine and the plugins exist: the cache, the queue
+(held capacity, reservations, timed wake-ups) and the profiles (filled once the plugins are
+built). It knows nothing of the Engine: plugins never call back up into it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
-
-from extender.framework.cycle_state import CycleState
-from extender.framework.disruption import violating
-from extender.framework.pod_group import PodGroupSpec
-from extender.framework.status import Status
-from extender.framework.views import NodeInfo, PodInfo
-
-if TYPE_CHECKING:
-    from extender.runtime.engine import Engine
+from typing import Callable, Mapping, Sequence
 
 from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
 from extender.framework.clock import Clock
+from extender.framework.cycle_state import CycleState
+from extender.framework.disruption import violating
 from extender.framework.handle import ClusterWriter
-from extender.runtime.reservations import Reservations
+from extender.framework.pod_group import PodGroupSpec
+from extender.framework.status import Status
+from extender.framework.views import NodeInfo, PodInfo
+from extender.queue.queue import SchedulingQueue
+from extender.queue.reservations import Reservations
+from extender.runtime.profiles import Profiles
 from extender.runtime.waiting_pods import WaitingPods
 
 BIND_MARGIN_SECONDS = 1.0
@@ -38,31 +41,31 @@ class EngineHandle:
     term: Callable[[], int] = field(default=lambda: 0)
     """The current leader term, written into allocations (fencing); 0 without leader election."""
 
-    reservations: Reservations = None  # type: ignore[assignment]
-    """Capacity held for pod groups; built from ``clock`` when not given."""
+    queue: SchedulingQueue = None  # type: ignore[assignment]
+    """The queue over ``cache``; built from ``cache`` and ``clock`` when not given."""
 
-    engine: Engine | None = None
-    """Set by the Engine when it is built (plugins are built before it)."""
+    profiles: Profiles = field(default_factory=Profiles)
+    """The frameworks by profile, installed once the plugins (built with this handle) are."""
 
     def __post_init__(self) -> None:
-        if self.reservations is None:
-            self.reservations = Reservations(self.clock, on_release=lambda nodes: self.cache.note_released(nodes))
+        if self.queue is None:
+            self.queue = SchedulingQueue(self.cache, self.clock)
+
+    @property
+    def reservations(self) -> Reservations:
+        """Capacity held for pods not bound yet (the queue's)."""
+        return self.queue.reservations
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Filters on ``node`` with the capacity held against ``pod`` counted (``with_held``), as
         kube-scheduler's preemption simulation does for nominated pods."""
-        return self._engine().framework_for(pod).run_filter_node(state, pod, self._engine().with_held(node, pod))
+        return self.profiles.framework_for(pod).run_filter_node(state, pod, self.queue.held.with_held(node, pod))
 
     def with_held(self, node: NodeInfo, pod: PodInfo) -> NodeInfo:
-        return self._engine().with_held(node, pod)
+        return self.queue.held.with_held(node, pod)
 
     def held_nodes(self) -> set[str]:
-        return self._engine().held_nodes()
-
-    def _engine(self) -> Engine:
-        if self.engine is None:
-            raise RuntimeError("the engine is not built yet")
-        return self.engine
+        return self.queue.held.held_nodes()
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:
@@ -78,9 +81,7 @@ class EngineHandle:
         return list(found.values())
 
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:
-        if self.engine is None:
-            raise RuntimeError("the engine is not built yet")
-        self.engine.requeue_after(pod, seconds)
+        self.queue.requeue_after(pod, seconds)
 
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()

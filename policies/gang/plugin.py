@@ -155,7 +155,8 @@ class Gang:
             return None, Status()
         owner = self._owner(group)
         offered = frozenset(candidates)
-        with self.reservations.lock:
+
+        def plan_and_claim() -> tuple[str | None, Status]:
             node = None
             for _ in range(2):  # a second round after dropping a plan that no longer fits
                 if self.reservations.get(owner) is None:
@@ -172,6 +173,11 @@ class Gang:
                 # shrank): plan the group again rather than steer members to where they fail
                 self.reservations.release(owner)
                 node = None
+            return node, Status()
+
+        node, st = self.reservations.atomically(plan_and_claim)
+        if not st.ok:
+            return None, st
         if node is None or node not in offered:
             return None, Status()  # no planned slot among the offered nodes: wherever it fits
         return PreFilterResult(frozenset((node,))), Status()

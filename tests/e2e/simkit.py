@@ -29,7 +29,7 @@ from extender.cli import scheduler_entry
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import parse_config
 from extender.framework.clock import Clock
-from extender.sim.client import AppTransport, CallableTransport, RawResponse, RecordingTransport
+from extender.sim.client import AppTransport, RawResponse, RecordingTransport
 from extender.sim.config import SchedulerConfig
 from extender.sim.clocks import VirtualClock
 from extender.sim.scheduler import Scheduler
@@ -329,7 +329,3 @@ def slow(seconds: float, payload: Any) -> WireHandler:
         time.sleep(seconds)
         return 200, json.dumps(payload).encode(), {}
     return handler
-
-
-def callable_transport(fake: FakeExtender) -> CallableTransport:
-    return CallableTransport(fake)

@@ -5,7 +5,6 @@ answered promptly."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -16,15 +15,10 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
+from http_calls import free_port
 
 MEMBERS = 1000
 NODES = 10
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def post(port: int, verb: str, body: Any, timeout: float = 10) -> Any:

@@ -113,5 +113,4 @@ def test_the_extender_sizes_its_pool_from_its_configuration(api: FakeApiServer, 
         assert state.writer.client.connections == state.source.client.connections == 66
         assert state.source.wait_synced(10)  # stopping while the first watches open waits for them
     finally:
-        state.stop.set()
-        state.source.stop()
+        state.close()

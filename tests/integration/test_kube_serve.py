@@ -4,7 +4,6 @@ leader answering the verbs while the other reports not ready; killing the leader
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -96,7 +95,7 @@ def test_two_replicas_one_leader_and_failover(api: FakeApiServer, tmp_path: Path
 
         states = wait_for(lambda: (s := readiness()) in ((200, 503), (503, 200)) and s, timeout=20,
                           what="one ready leader and one follower")
-        leader, follower = (a, b) if states == (200, 503) else (b, a)
+        leader = a if states == (200, 503) else b
         leader_port, follower_port = (port_a, port_b) if leader is a else (port_b, port_a)
         body = {"Pod": api.get("Pod", "default", "p"), "Nodes": None, "NodeNames": ["n1"]}
         assert call(leader_port, "/scheduler/filter", body)[0] == 200

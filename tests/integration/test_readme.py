@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from http_calls import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
@@ -34,12 +34,6 @@ def examples() -> list[tuple[str, object]]:
             expected = json.loads(blocks[i + 1][1])
         out.extend((c, expected if c == cmds[-1] else None) for c in cmds)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from http_calls import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 
@@ -34,12 +35,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", f"{name}.crt", "-days", "2", "-extfile", str(ext), cwd=d)
     return d
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -125,7 +125,7 @@ def test_pods_without_the_gate_are_left_alone() -> None:
 
 def test_debug_queue_lists_gated_pods_in_order() -> None:
     admitter, cluster = setup(QUEUE)
-    state = admitter.engine.queue_state()
+    state = admitter.queue.describe([], admitter.plugins.sort)
     assert [g["pod"] for g in state["gated"]] == ["default/big", "default/older-small", "default/small"]
 
 

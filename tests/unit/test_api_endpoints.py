@@ -790,7 +790,7 @@ def test_invalid_request_from_the_engine_is_400(env: Env, monkeypatch: pytest.Mo
 
 
 def test_bind_cycle_crash_is_200_with_error(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env.engine, "_bind", _boom)
+    monkeypatch.setattr(env.engine.binding, "_bind", _boom)
     assert "boom" in env.bind(P1, "free")
     monkeypatch.undo()
     assert env.bind(P1, "free") == "", "the failed attempt left nothing behind"

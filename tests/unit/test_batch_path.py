@@ -68,7 +68,7 @@ def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: st
         app = create_app(config, source=MemoryCluster(cluster_objects(nodes, pods)), clock=FakeClock(),
                          background=False)
         engine = app.extensions["kube_extender"].engine
-        engine.batch = batch
+        engine.scheduling.batch = batch
         out.append(engine)
     return out[0], out[1]
 

@@ -9,6 +9,7 @@ import pytest
 from builders import GPU, make_node, make_pod
 
 from extender.cache.cache import AssumeError, ClusterCache
+from extender.cache.changes import ChangeLog
 from extender.framework.clock import FakeClock
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
@@ -255,8 +256,7 @@ def test_changes_since_names_what_happened(cache: ClusterCache) -> None:
 
 
 def test_changes_since_reports_a_gap_when_the_log_overflowed(cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
-    from collections import deque
-    monkeypatch.setattr(cache, "_log", deque(maxlen=3))
+    monkeypatch.setattr(cache, "_changes", ChangeLog(size=3))
     _, start, _ = cache.changes_since(None)
     for i in range(5):
         cache.upsert_pod(pending(f"p{i}", 1))
@@ -265,13 +265,12 @@ def test_changes_since_reports_a_gap_when_the_log_overflowed(cache: ClusterCache
 
 
 def test_changes_since_slices_the_log_at_its_boundaries(cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
-    from collections import deque
-    monkeypatch.setattr(cache, "_log", deque(maxlen=10))
+    monkeypatch.setattr(cache, "_changes", ChangeLog(size=10))
     for i in range(25):
         cache.upsert_pdb({"metadata": {"name": f"b{i}", "namespace": "default"}, "spec": {"minAvailable": 1}})
     latest = cache.change_count()
-    oldest = cache._log[0].seq
-    assert oldest == latest - 9 and [c.seq for c in cache._log] == list(range(oldest, latest + 1))
+    oldest = cache._changes._log[0].seq
+    assert oldest == latest - 9 and [c.seq for c in cache._changes._log] == list(range(oldest, latest + 1))
     cases = [
         ("long before the oldest kept change", 0, False),
         ("two before the oldest kept change", oldest - 2, False),
@@ -285,14 +284,14 @@ def test_changes_since_slices_the_log_at_its_boundaries(cache: ClusterCache, mon
     for what, seq, complete in cases:
         changes, at, whole = cache.changes_since(seq)
         assert (at, whole) == (latest, complete), what
-        assert changes == [c for c in cache._log if c.seq > seq], what
+        assert changes == [c for c in cache._changes._log if c.seq > seq], what
         assert [c.seq for c in changes] == list(range(max(seq + 1, oldest), latest + 1)), what
     assert cache.changes_since(None) == ([], latest, True)
 
 
 def index_entries(cache: ClusterCache, key: str = "g") -> set[tuple[str, str, str, str]]:
     """Every (namespace, value, uid, pod key) in the label index of ``key``."""
-    return {(ns, value, uid, pkey) for (ns, value), entries in cache._label_index[key].items()
+    return {(ns, value, uid, pkey) for (ns, value), entries in cache._labels._by_key[key].items()
             for uid, pkey in entries}
 
 
@@ -309,7 +308,7 @@ def test_label_index_forgets_deleted_pods(cache: ClusterCache) -> None:
         for member in members:
             cache.remove_pod(member)
     assert index_entries(cache) == {("default", "k", "u-keeper", "default/keeper")}
-    assert len(cache._label_index["g"]) == 1
+    assert len(cache._labels._by_key["g"]) == 1
     assert all(cache.pods_labelled("default", "g", f"group-{g}") == [] for g in range(100))
 
 

@@ -125,14 +125,13 @@ def kubeconfig(path: Path, server: str = "https://k8s.example:6443") -> Path:
     return path
 
 
-@pytest.mark.parametrize("explicit, env_kubeconfig, home_config, source", [
-    pytest.param(True, True, True, "--kubeconfig", id="--kubeconfig first"),
-    pytest.param(False, True, True, "$KUBECONFIG", id="then $KUBECONFIG"),
-    pytest.param(False, False, True, "~/.kube/config", id="then ~/.kube/config"),
+@pytest.mark.parametrize("explicit, env_kubeconfig, source", [
+    pytest.param(True, True, "--kubeconfig", id="--kubeconfig first"),
+    pytest.param(False, True, "$KUBECONFIG", id="then $KUBECONFIG"),
+    pytest.param(False, False, "~/.kube/config", id="then ~/.kube/config"),
 ])
 def test_credentials_outside_a_cluster_fall_back_in_kubectls_order(tmp_path: Path, explicit: bool,
-                                                                    env_kubeconfig: bool, home_config: bool,
-                                                                    source: str) -> None:
+                                                                    env_kubeconfig: bool, source: str) -> None:
     from extender.cluster.kube.credentials import find_credentials
     paths = {"--kubeconfig": kubeconfig(tmp_path / "explicit.yaml"),
              "$KUBECONFIG": kubeconfig(tmp_path / "env.yaml"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import config_of
 
 from extender.app import create_app
@@ -155,3 +157,26 @@ def test_gang_with_an_ignorable_extender_is_refused() -> None:
         create_app(config_of(extender={"ignorable": True}, profiles=[profile]), source=MemoryCluster())
     assert [p for p, _ in err.value.problems] == ["extender.ignorable"]
     assert create_app(config_of(extender={"ignorable": True}), source=MemoryCluster())  # without Gang: fine
+
+
+def test_the_documented_defaults_are_the_defaults() -> None:
+    """docs/configuration.md shows every key with its default: read as a file, it configures the
+    same extender as no file at all (the profile's plugins per extension point included)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "kind: ExtenderConfiguration" in b)
+    documented, default = config_of(**yaml.safe_load(block)), config_of()
+    assert {k: v for k, v in documented.effective().items() if k != "profiles"} == \
+        {k: v for k, v in default.effective().items() if k != "profiles"}
+    plugins = [[p["extensionPoints"] for p in create_app(c, source=MemoryCluster()).test_client()
+                .get("/debug/config").get_json()["profiles"]] for c in (documented, default)]
+    assert plugins[0] == plugins[1]
+
+
+def test_the_readme_configuration_example_is_a_valid_file() -> None:
+    """The README's "Configure" example (managed resources and Gang on the default profile) loads
+    and enables what it says."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Configure"):]
+    config = config_of(**yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1)))
+    points = create_app(config, source=MemoryCluster()).test_client().get("/debug/config").get_json()
+    assert "Gang" in points["profiles"][0]["extensionPoints"]["permit"]

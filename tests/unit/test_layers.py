@@ -49,8 +49,19 @@ def verdicts(output: str) -> str:
     ("extender/framework/views.py", "import extender.runtime.engine", "framework-ours"),
     ("extender/cache/snapshot.py", "import policies", "policies-handed-in"),
     ("extender/runtime/engine.py", "import extender.api.wire", "layers"),
+    ("policies/gang/plugin.py", "import extender.queue.reservations", "policies-plugin-api"),
+    ("extender/sim/client.py", "import extender.queue", "emulator-apart"),
+    ("extender/queue/nudger.py", "import extender.api.wire", "no-api-below"),
+    ("extender/queue/admission.py", "import extender.runtime.engine", "layers"),
+    ("extender/queue/held.py", "import extender.cache.cache", "layers"),
+    ("extender/cache/cache.py", "import extender.queue.nominator", "layers"),
+    ("extender/framework/handle.py", "import extender.queue.reservations", "framework-ours"),
+    ("extender/runtime/handle.py", "import extender.runtime.engine", "handle-no-back-edge"),
 ], ids=["a policy imports the cache", "the emulator imports a policy", "the emulator imports the runtime",
-        "the framework imports the runtime", "the cache imports a policy", "the runtime imports the api"])
+        "the framework imports the runtime", "the cache imports a policy", "the runtime imports the api",
+        "a policy imports the queue", "the emulator imports the queue", "the queue imports the api",
+        "the queue imports the runtime", "the queue imports the cache", "the cache imports the queue",
+        "the framework imports the queue", "the handle imports the engine"])
 def test_a_forbidden_import_breaks_its_rule(tree: Path, module: str, line: str, contract: str) -> None:
     path = tree / module
     original = path.read_text()

@@ -37,13 +37,13 @@ def nudged(cluster: MemoryCluster) -> list[str]:
 
 def test_a_rejected_pod_is_nudged_when_capacity_is_released_and_not_before() -> None:
     engine, nudger, cluster, _ = setup()
-    assert [r.plugins for r in engine.rejections()] == [frozenset({"NodeResources"})]
+    assert [r.plugins for r in engine.queue.unschedulable_pods.list()] == [frozenset({"NodeResources"})]
     assert engine.queue_state()["rejectedInFilter"][0]["reason"].startswith("NodeResources: Insufficient")
     cluster.add_pod(make_pod("cpu-only").uid("c").obj())  # an event NodeResources did not declare
     assert nudger.run_once() == [] and nudged(cluster) == []
     cluster.delete_pod("default", "running")
     assert nudger.run_once() == ["default/p0"] and nudged(cluster) == ["p0"]
-    assert engine.rejections() == [] and nudger.run_once() == [], "once: its own update does not count"
+    assert engine.queue.unschedulable_pods.list() == [] and nudger.run_once() == [], "once: its own update does not count"
 
 
 def test_one_freed_gpu_nudges_one_pod_in_queue_order() -> None:
@@ -51,7 +51,7 @@ def test_one_freed_gpu_nudges_one_pod_in_queue_order() -> None:
     cluster.add_node(make_node("n2").alloc(gpu=1).obj())
     assert nudger.run_once() == ["default/p0"], "room for one: the first in queue order"
     assert nudger.run_once() == []
-    assert [r.pod.name for r in engine.rejections()] == ["p1", "p2"], "still rejected: a later change may help"
+    assert [r.pod.name for r in engine.queue.unschedulable_pods.list()] == ["p1", "p2"], "still rejected: a later change may help"
     cluster.add_node(make_node("n3").alloc(gpu=2).obj())
     assert sorted(nudger.run_once()) == ["default/p1", "default/p2"]
 
@@ -60,7 +60,7 @@ def test_a_change_that_frees_nothing_the_pod_needs_nudges_nothing() -> None:
     engine, nudger, cluster, _ = setup()
     cluster.add_node(make_node("n2").alloc(gpu=0).obj())  # a capacity event, but no GPU on it
     assert nudger.run_once() == [] and nudged(cluster) == []
-    assert [r.pod.name for r in engine.rejections()] == ["p0"]
+    assert [r.pod.name for r in engine.queue.unschedulable_pods.list()] == ["p0"]
 
 
 def test_a_pod_rejected_after_the_change_is_not_nudged() -> None:
@@ -98,7 +98,7 @@ def test_pods_bound_or_deleted_meanwhile_are_not_nudged() -> None:
     cluster.delete_pod("default", "p0")
     cluster.bind("default", "p1", "u-p1", "n1")
     cluster.add_node(make_node("n2").alloc(gpu=1).obj())
-    assert nudger.run_once() == [] and engine.rejections() == []
+    assert nudger.run_once() == [] and engine.queue.unschedulable_pods.list() == []
 
 
 @pytest.mark.parametrize("nudge", [None, False], ids=["default: on", "turned off"])
@@ -113,7 +113,7 @@ def test_event_nudges_are_on_by_default_and_timed_wake_ups_always(nudge: bool | 
     cluster.add_node(make_node("n2").alloc(gpu=2).obj())
     assert nudger.run_once() == (["default/p0"] if nudge is None else [])
     clock.advance(1.0)
-    engine.requeue_after(engine.cache.pending_pod("default", "p0"), 5.0)
+    engine.handle.requeue_after(engine.cache.pending_pod("default", "p0"), 5.0)
     assert nudger.run_once() == []
     clock.advance(5.0)
     assert nudger.run_once() == ["default/p0"] and nudged(cluster) == ["p0"]
@@ -158,8 +158,8 @@ def test_a_pass_over_many_rejections_decides_hintless_plugins_without_going_chan
             for act in between:
                 act(cluster, engine)
         assert not engine.filter(cluster.get_pod("default", f"p{i}"), ["n1"]).feasible
-    assert len(engine.rejections()) == MANY
-    assert {p for r in engine.rejections() for p in r.plugins} == {"NodeResources"}
+    assert len(engine.queue.unschedulable_pods.list()) == MANY
+    assert {p for r in engine.queue.unschedulable_pods.list() for p in r.plugins} == {"NodeResources"}
     for i in range(200):
         cluster.add_pod(make_pod(f"cpu{i}").uid(f"c{i}").obj())  # Pod/Add: NodeResources did not register it
     calls = []
@@ -183,6 +183,6 @@ def test_a_replica_that_was_not_leading_skips_the_changes_of_that_time() -> None
         return answer
 
     nudger.run_forever(leading, period=0.0)
-    assert nudged(cluster) == [] and [r.pod.name for r in engine.rejections()] == ["p0"]
+    assert nudged(cluster) == [] and [r.pod.name for r in engine.queue.unschedulable_pods.list()] == ["p0"]
     cluster.add_node(make_node("n2").alloc(gpu=1).obj())
     assert nudger.run_once() == ["default/p0"], "changes after it leads again count"

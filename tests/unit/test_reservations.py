@@ -7,7 +7,7 @@ from builders import make_pod
 
 from extender.framework.clock import FakeClock
 from extender.framework.views import PodInfo
-from extender.runtime.reservations import Reservations
+from extender.queue.reservations import Reservations
 
 GPU = "example.com/gpu"
 
@@ -97,15 +97,13 @@ def test_unclaimed_slots_do_not_count_against_the_pods_they_are_for(clock: FakeC
 
 
 def test_held_on_never_waits_for_the_lock(held: Reservations) -> None:
-    """The engine reads slots inside the cache's atomic assume while a planner may hold the
-    reservations lock and wait for the cache: reading must not take the lock (no deadlock)."""
+    """The engine reads slots inside the cache's atomic assume while a planner may be in
+    ``atomically`` and wait for the cache: reading must not take the lock (no deadlock)."""
     import threading
     holding, done = threading.Event(), threading.Event()
 
     def planner() -> None:
-        with held.lock:
-            holding.set()
-            done.wait(10)
+        held.atomically(lambda: (holding.set(), done.wait(10)))
 
     t = threading.Thread(target=planner)
     t.start()

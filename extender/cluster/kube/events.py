@@ -52,8 +52,10 @@ class EventRecorder:
         self.instance = instance or uuid.uuid4().hex[:8]
         self.window = window
         self.burst = burst
-        self._queue: queue.Queue[tuple[Mapping[str, Any], str, str, str, float, Mapping[str, Any] | None]] = \
+        self._queue: queue.Queue[tuple[Mapping[str, Any], str, str, str, float, Mapping[str, Any] | None] | None] = \
             queue.Queue(queue_size)
+        """Events to write; None tells the writer thread to end (``close``)."""
+        self._closed = False
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._budget: dict[str, list[float]] = {}
         self.dropped = 0
@@ -62,6 +64,9 @@ class EventRecorder:
 
     def record(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
                related: Mapping[str, Any] | None = None) -> None:
+        if self._closed:
+            self.dropped += 1
+            return
         try:
             self._queue.put_nowait((obj, type_, reason, message[:1024], time.time(), related))
         except queue.Full:
@@ -74,9 +79,26 @@ class EventRecorder:
             time.sleep(0.01)
         time.sleep(0.05)
 
+    def close(self, timeout: float = 5.0) -> None:
+        """End the writer thread: Events recorded before are still written if that takes less than
+        ``timeout`` seconds (the thread, a daemon, is left to finish otherwise); later ones are
+        dropped. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
     def _loop(self) -> None:
         while True:
-            obj, type_, reason, message, at, related = self._queue.get()
+            item = self._queue.get()
+            if item is None:
+                return
+            obj, type_, reason, message, at, related = item
             try:
                 self._write(obj, type_, reason, message, at, related)
             except ApiError as exc:

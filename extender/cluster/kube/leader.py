@@ -110,10 +110,12 @@ class LeaderElector:
         self._thread = threading.Thread(target=self._loop, name="leader-election", daemon=True)
         self._thread.start()
 
-    def stop(self, release: bool = True) -> None:
+    def stop(self, release: bool = True, timeout: float | None = None) -> None:
+        """Stop competing: wait for the loop's round in flight (``timeout`` seconds; default a
+        retry period and 5 s), then give the lease up if held and ``release``."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.retry_period + 5)
+            self._thread.join(timeout=self.retry_period + 5 if timeout is None else timeout)
         with self._lock:
             holding = self._holds()
         if release and holding:

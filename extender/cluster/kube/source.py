@@ -31,6 +31,7 @@ import gc
 import logging
 import random
 import threading
+import time
 from typing import Any, Callable, Iterable, Mapping
 
 from extender.cluster.interfaces import ClusterEvents
@@ -148,7 +149,9 @@ class KubeSource:
             self._threads.append(t)
             t.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Close the watches and wait for their threads, ``timeout`` seconds in all (default 5).
+        A thread still in a list call then is a daemon: it ends with the call, delivering nothing."""
         self._stop.set()
         with self._lock:
             streams = list(self._streams.values())
@@ -157,8 +160,9 @@ class KubeSource:
                 stream.close()
             except Exception:  # noqa: BLE001 - closing a stream another thread reads may race
                 pass
+        deadline = time.monotonic() + (5.0 if timeout is None else timeout)
         for t in self._threads:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def connected(self) -> bool:
         """Every kind is listed and watched now (optional kinds the cluster does not serve

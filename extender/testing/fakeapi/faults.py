@@ -260,10 +260,6 @@ class FaultInjector:
             self._latencies = [r for r in self._latencies if not r.exhausted]
         return total
 
-    def active_failures(self) -> list[FailureRule]:
-        with self._lock:
-            return list(self._failures)
-
     # -- log
     def record(self, rec: RequestRecord) -> None:
         with self._lock:

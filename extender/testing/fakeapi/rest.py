@@ -27,9 +27,11 @@ from typing import Any, Mapping
 from . import errors
 from .codec import dumps, loads
 from .errors import ApiError
+from .objects import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from .resources import PODS, ResourceType, group_versions
 from .selector import SelectorError, parse_field_selector, parse_label_selector
-from .store import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Store, Watcher
+from .store import Store
+from .watch import Watcher
 
 __all__ = ["Response", "WatchStream", "RestApi"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = [
     "SelectorError",
@@ -292,17 +292,3 @@ def parse_field_selector(text: str | None) -> FieldSelector:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
         reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", value))
     return FieldSelector(tuple(reqs))
-
-
-def iter_matching(
-    objs: Iterable[Mapping[str, Any]],
-    label: LabelSelector | None,
-    field: FieldSelector | None,
-    getter: Callable[[Mapping[str, Any], str], str],
-) -> Iterable[Mapping[str, Any]]:
-    """Filter ``objs`` by both selectors (either may be ``None``)."""
-    lab = None if label is None or label.empty else label
-    fld = None if field is None or field.empty else field
-    if lab is None and fld is None:
-        return objs
-    return (o for o in objs if (lab is None or lab.matches_object(o)) and (fld is None or fld.matches(o, getter)))

@@ -37,22 +37,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping
 from urllib.parse import parse_qs, unquote
 
 from . import errors
-from .codec import clone, dumps, loads
+from .codec import clone, loads
 from .errors import ApiError
 from .faults import FailureRule, FaultInjector, LatencyRule, RequestRecord, WatchDelayRule
-from .resources import BUILTIN_TYPES, KNOWN_CRDS, PODS, ResourceType
+from .resources import BUILTIN_TYPES, KNOWN_CRDS, ResourceType
 from .rest import Response, RestApi, WatchStream, error_response
 from .selector import parse_field_selector, parse_label_selector
-from .store import (
-    ERROR,
-    JSON_PATCH,
-    MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
-    CommitHook,
-    Store,
-    Watcher,
-    encode_event,
-)
+from .objects import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, CommitHook
+from .store import Store
+from .watch import ERROR, encode_event
 
 if TYPE_CHECKING:  # pragma: no cover
     import kubernetes.client

@@ -62,6 +62,7 @@ __all__ = [
     "format_micro_time",
     "parse_time",
     "SYSTEM_PRIORITY_CLASSES",
+    "status_only",
 ]
 
 FieldError = tuple[str, str, str]  # (field path, cause type, message)
@@ -284,6 +285,16 @@ class AdmissionView:
         raise NotImplementedError
 
 
+def status_only(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """``old`` with ``new``'s status: what a write to ``/status`` keeps (every other field stays)."""
+    out = clone(dict(old))
+    if new.get("status") is None:
+        out.pop("status", None)
+    else:
+        out["status"] = clone(new["status"])
+    return out
+
+
 class Strategy:
     """Default strategy: store as sent, keep status on main writes when a status subresource exists."""
 
@@ -317,12 +328,7 @@ class Strategy:
 
     # -- update via /status
     def status_update(self, new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
-        out = clone(dict(old))
-        if new.get("status") is None:
-            out.pop("status", None)
-        else:
-            out["status"] = clone(new["status"])
-        return out
+        return status_only(new, old)
 
     def normalize(self, obj: dict[str, Any]) -> None:
         """Canonicalize timestamps; raise 400 for unparseable ones."""

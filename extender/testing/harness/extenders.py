@@ -117,14 +117,7 @@ class InProcessExtender:
         if state is None:
             return
         self.app, self._transport = None, None
-        if state.stop is not None:
-            state.stop.set()
-        for worker in (state.admitter, state.nudger):
-            if worker is not None:
-                worker.stop()
-        state.source.stop()
-        if state.leader is not None:
-            state.leader.stop(release=release)
+        state.close(release=release)
 
     def stop(self) -> None:
         self._shutdown(release=True)

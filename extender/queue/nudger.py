@@ -13,8 +13,9 @@ an update every version treats as a reason to retry:
   extender rejected every node, from a view older than a change that one of its rejecting plugins
   declared (``events_to_register`` / ``queueing_hint``), is touched once the extender has applied
   that change - if it would fit now. Pods are considered in queue order and each nudged pod's
-  place is counted for the next (``Engine.placement`` over the nodes that changed since its
-  rejection), so one freed GPU nudges one pod, not every pod waiting for a GPU. A pod that
+  place is counted for the next (``place``: where Filter and Score would put it, over the nodes
+  that changed since its rejection), so one freed GPU nudges one pod, not every pod waiting for
+  a GPU. A pod that
   kube-scheduler retried after the extender applied the change has a newer rejection (or none):
   it is not nudged.
 * **Timed wake-ups** (always on): a plugin whose rejection ends with time rather than with an
@@ -44,9 +45,11 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
-from extender.framework.handle import WriteError
+from extender.framework.handle import ClusterWriter, WriteError
 from extender.framework.views import PodInfo
-from extender.runtime.engine import Engine, Rejection
+from extender.queue.interfaces import Place, QueueMetrics, QueuePlugins
+from extender.queue.queue import SchedulingQueue
+from extender.queue.unschedulable import Rejection
 
 log = logging.getLogger(__name__)
 
@@ -128,40 +131,51 @@ class ChangeIndex:
 
 
 class Nudger:
-    def __init__(self, engine: Engine, qps: float, min_interval: float, *, on_events: bool = True) -> None:
-        self.engine = engine
+    """Handed what it needs rather than the engine: the queue (its rejections, wake-ups and the
+    cache's view), the profiles' QueueSort and hints (``plugins``), ``place`` (where a pod would go
+    now: ``Engine.placement``), the writer and the annotation prefix."""
+
+    def __init__(self, queue: SchedulingQueue, plugins: QueuePlugins, place: Place, writer: ClusterWriter,
+                 annotation_prefix: str, qps: float, min_interval: float, *, on_events: bool = True,
+                 metrics: QueueMetrics | None = None) -> None:
+        self.queue = queue
+        self.cluster = queue.cluster
+        self.clock = queue.clock
+        self.plugins = plugins
+        self.place = place
+        self.writer = writer
+        self.metrics = metrics
         self.min_interval = min_interval
         self.on_events = on_events
-        clock = engine.handle.clock
-        self.bucket = TokenBucket(qps, max(1.0, 2 * qps), clock.monotonic())
-        self.annotation = engine.handle.annotation_prefix + "nudged-at"
-        self._seq = engine.cache.changes_since(None)[1]
+        self.bucket = TokenBucket(qps, max(1.0, 2 * qps), self.clock.monotonic())
+        self.annotation = annotation_prefix + "nudged-at"
+        self._seq = self.cluster.changes_since(None)[1]
         self._due: dict[str, PodInfo] = {}
         self._last: dict[str, float] = {}
         self._stop = threading.Event()
 
     def run_once(self) -> list[str]:
         """Touch the pods that are due; returns their keys."""
-        for pod in self.engine.due_wakeups():
+        for pod in self.queue.wakeups.take_due():
             self._due[pod.uid] = pod
         if self.on_events:
             self._wake_on_events()
         touched: list[str] = []
         for uid, pod in list(self._due.items()):
-            current = self.engine.cache.pending_pod(pod.namespace, pod.name)
+            current = self.cluster.pending_pod(pod.namespace, pod.name)
             if current is None or current.uid != uid:  # bound, deleted or re-created meanwhile
                 self._forget(uid)
                 continue
-            now = self.engine.handle.clock.monotonic()
+            now = self.clock.monotonic()
             if now - self._last.get(uid, float("-inf")) < self.min_interval or not self.bucket.take(now):
                 continue
             if self._touch(pod):
                 self._last[uid] = now
                 touched.append(pod.key)
-        if touched and self.engine.metrics is not None:
-            self.engine.metrics.nudges.inc(len(touched))
+        if touched and self.metrics is not None:
+            self.metrics.nudges.inc(len(touched))
         if len(self._last) > 4 * len(self._due) + 1024:  # forget old per-pod intervals
-            horizon = self.engine.handle.clock.monotonic() - self.min_interval
+            horizon = self.clock.monotonic() - self.min_interval
             self._last = {uid: t for uid, t in self._last.items() if t > horizon}
         return touched
 
@@ -171,23 +185,23 @@ class Nudger:
         already saw, and the pod's own updates - our nudges - do not count) of an event one of its
         rejecting plugins registered and, if the plugin has a queueing hint, that the hint
         accepts. Every such change counts when the change log has a gap."""
-        changes, self._seq, complete = self.engine.cache.changes_since(self._seq)
+        changes, self._seq, complete = self.cluster.changes_since(self._seq)
         if not changes:
             return
         index = ChangeIndex(changes)
         taken: dict[str, list[PodInfo]] = {}
         """Where the pods made due in this pass would go: their places are not free for the next."""
         candidates: dict[str, Rejection] = {}
-        for r in self.engine.rejections():
+        for r in self.queue.unschedulable_pods.list():
             pod = r.pod
             if pod.uid in self._due or not index.any_after(r.seq, pod.key):
                 continue
-            current = self.engine.cache.pending_pod(pod.namespace, pod.name)
+            current = self.cluster.pending_pod(pod.namespace, pod.name)
             if current is None or current.uid != pod.uid:  # bound, deleted or re-created meanwhile
                 self._forget(pod.uid)
             elif not complete or self._wakes(index, pod, r.plugins, r.seq):
                 candidates[pod.uid] = r
-        for pod in self.engine.frameworks[self.engine.default_profile].sorted_queue(r.pod for r in candidates.values()):
+        for pod in self.plugins.sort(r.pod for r in candidates.values()):
             r = candidates[pod.uid]
             node = self._room(pod, index.after(r.seq, pod.key) if complete else None, taken)
             if node is None:
@@ -211,17 +225,16 @@ class Nudger:
                 break
         if later is None:
             names = None
-        return self.engine.placement(pod, names, extra=taken)
+        return self.place(pod, names, extra=taken)
 
     def _wakes(self, index: ChangeIndex, pod: PodInfo, plugins: frozenset[str], seq: int) -> bool:
         """Does one of ``plugins`` (which rejected ``pod`` at ``seq``) want ``pod`` looked at
         again, given that some change not to ``pod`` came after ``seq``? The same answer as
-        ``Framework.wakes`` over those changes; only a plugin with a queueing hint is asked change
-        by change, and only if one of its events came after ``seq``."""
-        fw = self.engine.framework_for(pod)
+        ``QueuePlugins.wakes`` over those changes; only a plugin with a queueing hint is asked
+        change by change, and only if one of its events came after ``seq``."""
         later: list[Change] | None = None
         for plugin in plugins:
-            rule = fw.wake_rule(plugin)
+            rule = self.plugins.wake_rule(pod, plugin)
             if rule.events is None:  # registered nothing: any later change counts
                 return True
             if not index.event_after(rule.events, seq, pod.key):
@@ -230,16 +243,15 @@ class Nudger:
                 return True
             if later is None:
                 later = index.after(seq, pod.key)
-            if fw.wakes(plugin, pod, later):
+            if self.plugins.wakes(pod, plugin, later):
                 return True
         return False
 
     def _touch(self, pod: PodInfo) -> bool:
-        clock = self.engine.handle.clock
-        stamp = datetime.fromtimestamp(clock.now(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        stamp = datetime.fromtimestamp(self.clock.now(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         try:
-            self.engine.handle.writer.patch_pod_metadata(pod.namespace, pod.name,
-                                                         annotations={self.annotation: stamp}, uid=pod.uid)
+            self.writer.patch_pod_metadata(pod.namespace, pod.name, annotations={self.annotation: stamp},
+                                           uid=pod.uid)
         except WriteError as exc:
             log.info("nudge failed", extra={"pod": pod.key, "error": str(exc)})
             if exc.conflict:
@@ -251,7 +263,7 @@ class Nudger:
 
     def _forget(self, uid: str) -> None:
         self._due.pop(uid, None)
-        self.engine.drop_rejection(uid)
+        self.queue.schedulable(uid)
 
     def run_forever(self, leading: Callable[[], bool], period: float = 0.2) -> None:
         """Every ``period`` seconds until ``stop``: a pass (``run_once``) while ``leading()``;
@@ -265,7 +277,7 @@ class Nudger:
                 except Exception:  # noqa: BLE001 - the loop must survive anything
                     log.exception("nudge pass failed")
             else:
-                self._seq = self.engine.cache.changes_since(None)[1]
+                self._seq = self.cluster.changes_since(None)[1]
 
     def stop(self) -> None:
         self._stop.set()

@@ -15,7 +15,7 @@ Strategies:
 Admitted pods hold their capacity until they are bound. When a pod is admitted, the node it
 would go to is chosen as Filter and Score would choose it - every capacity already held counted,
 that of pods admitted before it included - and its managed requests are held there
-(``handle.reservations``, owner ``admitted/<uid>``) at its priority, as a nomination holds
+(the queue's reservations, owner ``admitted/<uid>``) at its priority, as a nomination holds
 capacity: later pods of the same pass, later passes, and kube-scheduler's Filter of pods of equal
 or lower priority all see it as taken. So one pass never admits more pods than fit. The hold ends
 when the pod is bound (by this extender: at assume; by anyone else: at the next pass), deleted, or
@@ -45,9 +45,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from extender.framework.handle import WriteError
+from extender.framework.handle import ClusterWriter, WriteError
+from extender.framework.pod_group import group_of
 from extender.framework.views import PodInfo
-from extender.runtime.engine import Engine, admission_owner, same_unit
+from extender.queue.interfaces import Place, QueueMetrics, QueuePlugins
+from extender.queue.queue import SchedulingQueue, admission_owner
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,15 @@ STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
 NO_ROOM = "admission"
 """The verdict's plugin when PreEnqueue admitted a pod but no node has room for it once the
 capacity held for pods admitted before it is counted (every event may change that)."""
+
+
+def same_unit(pod: PodInfo) -> Callable[[PodInfo], bool]:
+    """Pods that capacity held for ``pod`` does not count against (outside admission): the pod
+    itself and the members of its pod group, which Gang plans and holds for as one."""
+    uid, namespace, group = pod.uid, pod.namespace, group_of(pod.labels)
+    if group is None:
+        return lambda other: other.uid == uid
+    return lambda other: other.uid == uid or (other.namespace == namespace and group_of(other.labels) == group)
 
 
 @dataclass
@@ -74,10 +85,22 @@ class _Verdict:
 
 
 class Admitter:
-    def __init__(self, engine: Engine, gate: str, strategy: str = "BestEffortFIFO", hold_timeout: float = 30.0) -> None:
+    """Handed what it needs rather than the engine: the queue (the cache's view and the
+    reservations are its), the profiles' PreEnqueue/QueueSort/hints (``plugins``), ``place``
+    (where a pod would go now: ``Engine.placement``) and the writer."""
+
+    def __init__(self, queue: SchedulingQueue, plugins: QueuePlugins, place: Place, writer: ClusterWriter,
+                 gate: str, strategy: str = "BestEffortFIFO", hold_timeout: float = 30.0,
+                 metrics: QueueMetrics | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
-        self.engine = engine
+        self.queue = queue
+        self.cluster = queue.cluster
+        self.reservations = queue.reservations
+        self.plugins = plugins
+        self.place = place
+        self.writer = writer
+        self.metrics = metrics
         self.gate = gate
         self.strategy = strategy
         self.hold_timeout = hold_timeout
@@ -90,17 +113,17 @@ class Admitter:
 
     def gated(self) -> list[PodInfo]:
         """Pending pods carrying the extender's gate, in the default profile's QueueSort order."""
-        pods = [p for p in self.engine.cache.pending_pods()
+        pods = [p for p in self.cluster.pending_pods()
                 if any(isinstance(g, dict) and g.get("name") == self.gate
                        for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
-        return self.engine.frameworks[self.engine.default_profile].sorted_queue(pods)
+        return self.plugins.sort(pods)
 
     def run_once(self, full: bool = False) -> AdmissionResult:
         """One pass over the gated pods in queue order. ``full``: evaluate every pod, not only
         those the events since the last pass may help."""
         self._end_holds()  # first: holds that ended freed capacity, a change this pass must see
         full = full or self._seq is None
-        changes, self._seq, complete = self.engine.cache.changes_since(None if full else self._seq)
+        changes, self._seq, complete = self.cluster.changes_since(None if full else self._seq)
         full = full or not complete
         admitted: list[str] = []
         held: dict[str, str] = {}
@@ -114,15 +137,14 @@ class Admitter:
             if self.strategy == "StrictFIFO" and wants & blocked:
                 held[pod.key] = "behind a pod of the queue that wants the same resources (StrictFIFO)"
                 continue
-            fw = self.engine.framework_for(pod)
             verdict = self._verdicts.get(pod.uid)
-            if verdict is not None and not full and not fw.wakes(verdict.plugin, pod, changes):
+            if verdict is not None and not full and not self.plugins.wakes(pod, verdict.plugin, changes):
                 held[pod.key] = verdict.reason
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
             evaluated += 1
-            st = fw.run_pre_enqueue(pod)
+            st = self.plugins.pre_enqueue(pod)
             if not st.ok:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
@@ -130,7 +152,7 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            node = self.engine.placement(pod, strict=True) if pod.requests else ""
+            node = self.place(pod, strict=True) if pod.requests else ""
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason
@@ -144,7 +166,7 @@ class Admitter:
             else:
                 node = ""
             try:
-                self.engine.handle.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)
+                self.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)
             except WriteError as exc:
                 held[pod.key] = f"removing the gate failed: {exc}"
                 if node:
@@ -152,7 +174,7 @@ class Admitter:
                 continue
             admitted.append(pod.key)
             log.info("admitted", extra={"pod": pod.key, "gate": self.gate})
-        metrics = self.engine.metrics
+        metrics = self.metrics
         if metrics is not None:
             metrics.admission_evaluations.labels("evaluated").inc(evaluated)
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
@@ -165,8 +187,8 @@ class Admitter:
             return
         self._verdicts[pod.uid] = verdict
         try:
-            self.engine.handle.writer.record_event(pod.raw, type_="Normal", reason="WaitingForAdmission",
-                                                   message=f"held at scheduling gate {self.gate}: {verdict.reason}")
+            self.writer.record_event(pod.raw, type_="Normal", reason="WaitingForAdmission",
+                                     message=f"held at scheduling gate {self.gate}: {verdict.reason}")
         except Exception:  # noqa: BLE001 - events are best effort
             log.debug("event not recorded", exc_info=True)
 
@@ -175,28 +197,28 @@ class Admitter:
         return all(isinstance(g, dict) and g.get("name") == self.gate for g in gates)
 
     def _hold(self, pod: PodInfo, node: str) -> None:
-        self.engine.handle.reservations.place(admission_owner(pod.uid), pod.priority, [(node, pod)],
-                                              self.hold_timeout, member=same_unit(pod))
+        self.reservations.place(admission_owner(pod.uid), pod.priority, [(node, pod)],
+                                self.hold_timeout, member=same_unit(pod))
         self._holds[pod.uid] = pod
 
     def _release(self, uid: str) -> None:
         self._holds.pop(uid, None)
-        self.engine.handle.reservations.release(admission_owner(uid))
+        self.reservations.release(admission_owner(uid))
 
     def _end_holds(self) -> None:
         """Holds of admitted pods that are bound (the hold was consumed at bind, or someone else
         bound the pod), deleted, re-created or expired end here."""
-        reservations = self.engine.handle.reservations
+        reservations = self.reservations
         reservations.nodes()  # expires the reservations whose time is up (a capacity change)
         for uid, pod in list(self._holds.items()):
             owner = admission_owner(uid)
             if reservations.get(owner) is None:
                 del self._holds[uid]
                 continue
-            current = self.engine.cache.pending_pod(pod.namespace, pod.name)
+            current = self.cluster.pending_pod(pod.namespace, pod.name)
             if current is not None and current.uid == uid:
                 continue
-            accounted = self.engine.cache.pod(uid)
+            accounted = self.cluster.pod(uid)
             if accounted is not None:
                 reservations.consume(owner, uid, accounted.node_name)
                 del self._holds[uid]
@@ -208,7 +230,7 @@ class Admitter:
         pod every ``resync`` seconds; leader only."""
         seen, last, last_full = -1, float("-inf"), float("-inf")
         while not self._stop.wait(min(0.2, interval)):
-            changes, now = self.engine.cache.change_count(), time.monotonic()
+            changes, now = self.cluster.change_count(), time.monotonic()
             full = now - last_full >= resync
             if not full and (changes == seen or now - last < interval):
                 continue

@@ -19,10 +19,11 @@ bind without having claimed a slot may use one on its node. A reservation that m
 cannot hold capacity for ever. Reservations live in memory: after a restart they are gone, as are
 the binds that were waiting on them (kube-scheduler retries those pods).
 
-Locking: writers hold ``lock``; ``held_on`` (called from the engine's Filter, also inside the
-cache's atomic assume) never takes it - each node's slots are an immutable tuple replaced on
-write. So the only order is reservations lock, then cache lock (planning runs the Filter
-plugins, which read the cache; ``on_release`` records in the cache): no cycle, no deadlock.
+Locking: writers hold the lock, and so does a plugin's plan-then-place (``atomically``);
+``held_on`` (called from the engine's Filter, also inside the cache's atomic assume) never takes
+it - each node's slots are an immutable tuple replaced on write. So the only order is
+reservations lock, then cache lock (planning runs the Filter plugins, which read the cache;
+``on_release`` records in the cache): no cycle, no deadlock.
 ``on_release(nodes)`` is called whenever slots go away without being consumed (released or
 expired): capacity came free, a cluster event for queueing hints and nudges.
 """
@@ -32,10 +33,12 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Container, Iterable, Mapping
+from typing import Any, Callable, Collection, Container, Iterable, Mapping, TypeVar
 
 from extender.framework.clock import Clock
 from extender.framework.views import PodInfo
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -74,8 +77,8 @@ class Reservations:
     def __init__(self, clock: Clock, on_release: Callable[[set[str]], None] | None = None) -> None:
         self.clock = clock
         self.on_release = on_release
-        self.lock = threading.RLock()
-        """Held by a plugin across plan-then-place, so two plans never count the same capacity."""
+        self._lock = threading.RLock()
+        """Held by writers, and across ``atomically``'s work (plan-then-place)."""
         self.version = 0
         """Grows whenever slots are placed or go away: "could a plan come out differently?"."""
         self._owners: dict[str, Reservation] = {}
@@ -84,13 +87,21 @@ class Reservations:
 
     # ---- writing ----------------------------------------------------------------------------
 
+    def atomically(self, work: Callable[[], T]) -> T:
+        """Run ``work`` (which may read and write these reservations) with no other writer in
+        between, and return what it returns: plan-then-place, so two plans never count the same
+        capacity. ``work`` may call the Filter plugins (which read the cache): the lock order is
+        reservations, then cache."""
+        with self._lock:
+            return work()
+
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
               member: Callable[[PodInfo], bool] = lambda pod: False, extend: bool = False) -> None:
         """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before; with
         ``extend``, added to what it holds, which then lives ``ttl`` from now). The pod is the
         member the slot is planned for (its UID is remembered) and sized like; its placeholder
         copy gets a slot UID. ``member`` tells the pods the slots are for."""
-        with self.lock:
+        with self._lock:
             now = self.clock.monotonic()
             res = self._live(owner) if extend else None
             if res is None:
@@ -116,7 +127,7 @@ class Reservations:
         if the one it holds is not in ``prefer`` and an unclaimed one is. Among unclaimed slots:
         the one planned for ``uid``, else one sized like ``requests`` (when given), on a node in
         ``prefer`` when given. None when no slot is left for it."""
-        with self.lock:
+        with self._lock:
             res = self._live(owner)
             if res is None:
                 return None
@@ -142,7 +153,7 @@ class Reservations:
     def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
         """Free the slots claimed by pods not in ``keep`` (members deleted meanwhile); returns
         how many were freed."""
-        with self.lock:
+        with self._lock:
             res = self._live(owner)
             freed = 0
             for slot in res.slots.values() if res is not None else ():
@@ -156,7 +167,7 @@ class Reservations:
         not counted twice - the one it claimed, else an unclaimed one (sized like ``requests``
         when given, on ``node`` first). The reservation ends with its last slot. False if nothing
         was held for it."""
-        with self.lock:
+        with self._lock:
             res = self._live(owner)
             if res is None:
                 return False
@@ -182,26 +193,26 @@ class Reservations:
     def keep(self, owner: str, seconds: float) -> None:
         """Hold the reservation at least ``seconds`` from now (while its members wait in Permit,
         say), whatever its own timeout."""
-        with self.lock:
+        with self._lock:
             res = self._live(owner)
             if res is not None:
                 res.expires = max(res.expires, self.clock.monotonic() + seconds)
 
     def release(self, owner: str) -> bool:
-        with self.lock:
+        with self._lock:
             return self._drop(owner)
 
     # ---- reading ----------------------------------------------------------------------------
 
     def get(self, owner: str) -> Reservation | None:
-        with self.lock:
+        with self._lock:
             return self._live(owner)
 
     def nodes(self) -> set[str]:
         """Nodes where some slot is held (expired reservations are dropped first)."""
         if not self._owners:
             return set()
-        with self.lock:
+        with self._lock:
             self._expire()
             return set(self._by_node)
 
@@ -230,7 +241,7 @@ class Reservations:
         return out
 
     def describe(self) -> list[dict[str, Any]]:
-        with self.lock:
+        with self._lock:
             self._expire()
             now = self.clock.monotonic()
             return [res.as_dict(now) for _, res in sorted(self._owners.items())]

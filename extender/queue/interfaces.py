@@ -1,0 +1,81 @@
+"""What the queue is handed: the cache's view, the profiles' queue plugins and a way to place a pod.
+
+The queue sits below the runtime (``extender.runtime``) and beside the cache: it imports neither.
+The app hands it these; the runtime's ``Profiles`` and ``Engine.placement`` and the cache's
+``ClusterCache`` satisfy them. So admission and nudges run PreEnqueue, QueueSort and the queueing
+hints of each pod's profile without knowing the Framework or the Engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+
+from extender.framework.events import Change, ClusterEvent
+from extender.framework.status import Status
+from extender.framework.views import PodInfo
+
+
+class ClusterView(Protocol):
+    """What the queue reads of the cluster cache, and the two ways it writes back to it."""
+
+    def pending_pods(self) -> list[PodInfo]: ...
+
+    def pending_pod(self, namespace: str, name: str) -> PodInfo | None: ...
+
+    def pod(self, uid: str) -> PodInfo | None:
+        """A pod accounted on a node (bound or assumed)."""
+
+    def change_count(self) -> int: ...
+
+    def changes_since(self, seq: int | None) -> tuple[list[Change], int, bool]:
+        """(changes after ``seq``, the latest sequence number, complete)."""
+
+    def note_released(self, nodes: Iterable[str], key: str = "") -> None:
+        """Capacity held outside the cache came free on ``nodes``: a change like a pod's release."""
+
+    def on_pod_change(self, listener: Callable[[str, PodInfo | None], None]) -> None:
+        """Call ``listener(uid, pod or None)`` after each pod event, in order, outside the lock."""
+
+
+class WakeRuleView(Protocol):
+    """What may wake a pod a plugin rejected: its registered events (None: every event) and its
+    queueing hint (None: every registered event)."""
+
+    @property
+    def events(self) -> frozenset[ClusterEvent] | None: ...
+
+    @property
+    def hint(self) -> Callable[[PodInfo, Change], bool] | None: ...
+
+
+class QueuePlugins(Protocol):
+    """The queue's side of the profiles: each pod's profile's PreEnqueue plugins and queueing
+    hints, and the default profile's QueueSort."""
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Run the PreEnqueue plugins of ``pod``'s profile; the first one that does not admit it
+        is named in the Status."""
+
+    def sort(self, pods: Iterable[PodInfo]) -> list[PodInfo]:
+        """``pods`` in QueueSort order (the default profile's)."""
+
+    def wake_rule(self, pod: PodInfo, plugin: str) -> WakeRuleView: ...
+
+    def wakes(self, pod: PodInfo, plugin: str, changes: Sequence[Change]) -> bool:
+        """May ``changes`` make ``pod``, last rejected by ``plugin``, schedulable?"""
+
+
+class Place(Protocol):
+    """The node ``pod`` would go to now, as Filter and Score choose it, with every capacity held
+    against it counted (``strict``: its own group's holds too) and ``extra`` pods counted on their
+    nodes; ``names`` limits the nodes looked at. None when no node has room."""
+
+    def __call__(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
+                 extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None: ...
+
+
+class QueueMetrics(Protocol):
+    """The counters the queue's loops move (``extender.metrics.Metrics`` has them)."""
+
+    admission_evaluations: Any
+    nudges: Any

@@ -1,0 +1,55 @@
+"""Nominator: pending pods nominated to nodes (``status.nominatedNodeName``).
+
+A pod that preemption made room for is nominated to that node; until it is bound the capacity
+there stays its own against pods of lower priority (``HeldCapacity``), as kube-scheduler holds it
+for its own resources. The Nominator follows the pods through the cache's change fan-out
+(``ClusterView.on_pod_change``): a pending pod that names a node is nominated there; a pod that is
+bound, being deleted, terminal or gone is not nominated any more. A nomination that ends or moves
+released capacity on its old node: ``on_release(pod key, node)`` is called then (outside the
+Nominator's lock), so queueing hints and nudges see it like a pod's release.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from extender.framework.views import PodInfo
+
+
+class Nominator:
+    def __init__(self, on_release: Callable[[str, str], None] | None = None) -> None:
+        self.on_release = on_release
+        self._lock = threading.Lock()
+        self._by_node: dict[str, dict[str, PodInfo]] = {}
+        """node -> pending pods nominated to it, by UID."""
+        self._node_of: dict[str, str] = {}
+
+    def pod_changed(self, uid: str, pod: PodInfo | None) -> None:
+        """The cluster says this of pod ``uid`` now (None: deleted)."""
+        keep = ""
+        if pod is not None and not (pod.node_name or pod.deleting or pod.terminal):
+            keep = pod.nominated_node_name or ""
+        with self._lock:
+            node = self._node_of.pop(uid, None)
+            gone = None
+            if node is not None:
+                pods = self._by_node.get(node, {})
+                gone = pods.pop(uid, None)
+                if not pods:
+                    self._by_node.pop(node, None)
+            if keep and pod is not None:
+                self._by_node.setdefault(keep, {})[uid] = pod
+                self._node_of[uid] = keep
+        if node is not None and node != keep and gone is not None and gone.requests and self.on_release is not None:
+            self.on_release(gone.key, node)
+
+    def nominated(self, node: str) -> list[PodInfo]:
+        """Pending pods nominated to ``node`` (capacity kube-scheduler and the extender hold for
+        them against pods of lower priority)."""
+        with self._lock:
+            return list(self._by_node.get(node, {}).values())
+
+    def nominated_nodes(self) -> set[str]:
+        with self._lock:
+            return set(self._by_node)

@@ -1,0 +1,211 @@
+"""The binding cycle (the bind verb) and the upkeep of what it writes.
+
+* ``bind`` (concurrent, unbounded in kube-scheduler): find the pod, re-validate the node against
+  current state - capacity the queue holds against it counted - and assume it atomically ->
+  Reserve -> Permit (maybe wait) -> PreBind (+ the allocation ledger annotation) -> Bind ->
+  PostBind -> finish_binding. Any failure: Unreserve in reverse order, forget, return the error
+  text. Idempotent: already bound or assumed on the same node is success; a second bind of a pod
+  whose bind is in flight waits for the first one's result. A bound pod of higher priority clears
+  the nominations it displaced.
+* ``collect_orphans``: allocation annotations of reservations that expired unbound are removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from extender.cache.cache import AssumeError
+from extender.framework import ledger
+from extender.framework.cycle_state import CycleState
+from extender.framework.handle import WriteError
+from extender.framework.status import Code, Status
+from extender.framework.views import PodInfo, pod_key
+from extender.metrics import Metrics
+from extender.queue.unschedulable import by_plugin
+from extender.runtime.context import VerbContext
+from extender.runtime.explain import ExplainLog, Verdict
+from extender.runtime.handle import EngineHandle
+from extender.runtime.pods import RecentPods
+from extender.runtime.profiles import Profiles
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _BindFlight:
+    node: str
+    done: threading.Event = field(default_factory=threading.Event)
+    result: str = ""
+
+
+class BindingCycle(VerbContext):
+    """Binds (one cycle per pod at a time, concurrent across pods) and removes orphaned
+    allocations."""
+
+    def __init__(self, handle: EngineHandle, profiles: Profiles, pods: RecentPods, explain: ExplainLog,
+                 metrics: Metrics | None = None) -> None:
+        super().__init__(handle, profiles, pods, explain, metrics)
+        self._inflight: dict[str, _BindFlight] = {}
+        self._inflight_lock = threading.Lock()
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Run the binding cycle; returns "" on success, else the error text for ``Error``."""
+        with self._inflight_lock:
+            flight = self._inflight.get(uid)
+            owner = flight is None
+            if flight is None:
+                flight = self._inflight[uid] = _BindFlight(node)
+        if not owner:
+            if flight.node != node:
+                return f"pod {pod_key(namespace, name)} is being bound to node {flight.node}"
+            if not flight.done.wait(self.handle.http_timeout):
+                return f"pod {pod_key(namespace, name)}: an earlier bind to {node} is still in progress"
+            return flight.result
+        result = "internal error"
+        try:
+            result = self._bind(namespace, name, uid, node)
+        except Exception as exc:  # noqa: BLE001 - reported in Error, never a crash
+            log.exception("bind failed", extra={"pod": pod_key(namespace, name), "node": node})
+            result = f"internal error while binding: {type(exc).__name__}: {exc}"
+        finally:
+            flight.result = result
+            flight.done.set()
+            with self._inflight_lock:
+                self._inflight.pop(uid, None)
+        self.explain.record(pod_key(namespace, name),
+                            Verdict("bind", uid, self.handle.clock.now(), [node] if not result else [],
+                                    outcome="bound" if not result else "failed", error=result))
+        return result
+
+    def _find_pod(self, namespace: str, name: str, uid: str) -> PodInfo | str:
+        key = pod_key(namespace, name)
+        pending = self.cache.pending_pod(namespace, name)
+        if pending is not None:
+            if pending.uid == uid:
+                return pending
+            return (f"pod {key} has UID {pending.uid}, not {uid}: it was deleted and re-created; "
+                    "refusing to bind the new pod")
+        seen = self.pods.get(uid)
+        if seen is not None and seen.key == key:
+            return seen
+        return f"pod {key} (UID {uid}) is not known to the extender"
+
+    def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        key = pod_key(namespace, name)
+        # A reservation held only by an allocation annotation (from before a restart or leader
+        # change, never bound) is no binding: assume() takes it over atomically below.
+        existing = None if self.cache.is_ledger_reservation(uid) else self.cache.pod(uid)
+        if existing is not None:
+            if existing.node_name == node:
+                return ""
+            return f"pod {key} is already assigned to node {existing.node_name}"
+        found = self._find_pod(namespace, name, uid)
+        if isinstance(found, str):
+            return found
+        pod = found
+        fw = self.profiles.framework_for(pod)
+        state = CycleState()
+        self.cache.cleanup_expired()
+        _, st = fw.run_pre_filter(state, pod, self.cache.snapshot())
+        if not st.ok:
+            return f"pod {key} cannot be bound: {st.message}"
+        try:
+            st = self.cache.assume(pod, node,
+                                   check=lambda info: fw.run_filter_node(state, pod, self.queue.with_held(info, pod)))
+        except AssumeError as exc:
+            return f"cannot bind pod {key} to {node}: {exc}"
+        if not st.ok:
+            return f"node {node} no longer fits pod {key}: {st.message}"
+        self.queue.assumed(pod, node)
+        st = fw.run_reserve(state, pod, node)
+        if not st.ok:
+            self.cache.forget(pod.uid)
+            return f"reserve failed for pod {key} on {node}: {by_plugin(st)}"
+        for phase in ("permit", "preBind", "bind"):
+            if phase == "permit":
+                st = fw.run_permit(state, pod, node)
+                if st.code is Code.WAIT:
+                    st = fw.wait_on_permit(pod)
+            elif phase == "preBind":
+                st = fw.run_pre_bind(state, pod, node)
+                if st.ok:
+                    st = self._record_allocation(state, pod, node)
+            else:
+                st = fw.run_bind(state, pod, node)
+            if not st.ok:
+                fw.run_unreserve(state, pod, node)
+                self.cache.forget(pod.uid)
+                return f"{phase} failed for pod {key} on {node}: {by_plugin(st)}"
+        self.cache.finish_binding(pod.uid)
+        self.queue.schedulable(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        self._clear_displaced_nominations(pod, node)
+        return ""
+
+    def _clear_displaced_nominations(self, bound: PodInfo, node: str) -> None:
+        """A pod of higher priority took capacity on ``node``: nominations of lower-priority pods
+        that no longer fit there are cleared (they may preempt elsewhere), as the seeds define."""
+        info = self.cache.snapshot().get(node)
+        if info is None:
+            return
+        for nominee in sorted(self.queue.nominated(node), key=lambda p: -p.priority):
+            if nominee.priority >= bound.priority:
+                continue
+            fw = self.profiles.framework_for(nominee)
+            state = CycleState()
+            _, st = fw.run_pre_filter(state, nominee, self.cache.snapshot())
+            if st.ok:
+                st = fw.run_filter_node(state, nominee, self.queue.with_held(info, nominee))
+            if not st.code.is_rejection:
+                continue
+            try:
+                self.handle.writer.set_nominated_node(nominee.namespace, nominee.name, None)
+                self.handle.writer.record_event(nominee.raw, type_="Normal", reason="NominationCleared",
+                                                message=f"pod {bound.key} of higher priority took the capacity "
+                                                        f"held on {node}")
+            except WriteError as exc:
+                log.warning("clearing a nomination failed", extra={"pod": nominee.key, "error": str(exc)})
+
+    def _record_allocation(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Add the allocation ledger entry to the annotations PreBind wants on the pod; the Bind
+        plugin carries them all on the Binding, one write. A Binding cannot remove annotations,
+        so removals PreBind asked for are one merge patch first (a second write, only then)."""
+        if pod.requests:
+            entry = ledger.Allocation(node, dict(pod.requests), self.handle.term(), self.handle.clock.now(),
+                                      dict(state.allocation_extra))
+            state.pod_annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+        removed = [k for k, v in state.pod_annotations.items() if v is None]
+        if not removed:
+            return Status()
+        try:
+            self.handle.writer.patch_pod_metadata(pod.namespace, pod.name, annotations=dict.fromkeys(removed),
+                                                  uid=pod.uid)
+        except WriteError as exc:
+            return Status(Code.ERROR, (f"removing annotations failed: {exc}",), plugin="ledger", error=exc)
+        return Status()
+
+    def collect_orphans(self) -> int:
+        """Release expired reservations and remove their allocation annotations from pods that are
+        still unbound (orphans of a crash, a lost bind reply or a deposed leader). Call on the
+        leader only. Returns how many annotations were removed."""
+        self.cache.cleanup_expired()
+        removed = 0
+        annotation = ledger.key(self.handle.annotation_prefix)
+        for gone in self.cache.take_expired():
+            current = self.cache.pending_pod(gone.namespace, gone.name)
+            if current is None or current.uid != gone.uid or annotation not in current.annotations:
+                continue
+            try:
+                self.handle.writer.patch_pod_metadata(gone.namespace, gone.name, annotations={annotation: None},
+                                                      resource_version=current.resource_version or None,
+                                                      uid=current.uid)
+            except WriteError as exc:
+                log.warning("orphan allocation not removed", extra={"pod": gone.key, "error": str(exc)})
+                continue
+            removed += 1
+            log.info("orphan allocation removed", extra={"pod": gone.key, "node": gone.node_name})
+        if removed and self.metrics is not None:
+            self.metrics.orphans.inc(removed)
+        return removed

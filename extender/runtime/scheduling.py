@@ -1,0 +1,227 @@
+"""The scheduling cycle's verbs, filter and prioritize, and the "where would it go?" question.
+
+* ``filter``: snapshot -> PreFilter -> Filter per candidate -> (nothing fits) PostFilter.
+  Names the extender does not know are rejected as Unschedulable, "node not in extender cache"
+  (it may know them on the next attempt). Capacity the queue holds against the pod
+  (nominations, reservations) is counted on the nodes where it is held. A pod every node
+  rejected is recorded with the queue (its hints decide when a nudge may help) and told so by an
+  Event.
+* ``prioritize``: PreScore -> Score -> NormalizeScore -> weights; 0..100 per node.
+* ``placement``: the node Filter and Score would choose now (admission and nudges ask it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from extender.framework.batch import Ints
+from extender.framework.cycle_state import CycleState
+from extender.framework.status import Code, Status
+from extender.framework.views import NodeInfo, PodInfo
+from extender.metrics import Metrics
+from extender.runtime.batch import BatchFilter, Priorities, filter_names, score_names
+from extender.runtime.context import VerbContext
+from extender.runtime.explain import ExplainLog, Verdict
+from extender.runtime.handle import EngineHandle
+from extender.runtime.outcomes import NOT_IN_CACHE, PREFILTER_EXCLUDED, EngineError, FilterOutcome
+from extender.runtime.pods import RecentPods
+from extender.runtime.profiles import Profiles
+
+log = logging.getLogger(__name__)
+
+
+class SchedulingCycle(VerbContext):
+    """Filter, prioritize and placement over the cache's snapshot, with the capacity the queue
+    holds counted; rejections recorded with the queue."""
+
+    def __init__(self, handle: EngineHandle, profiles: Profiles, pods: RecentPods, explain: ExplainLog,
+                 metrics: Metrics | None = None) -> None:
+        super().__init__(handle, profiles, pods, explain, metrics)
+        self._simulated = itertools.count(-1, -1)
+        self.batch = True
+        """Filter and prioritize through the columnar batch path (``extender.runtime.batch``);
+        False: the per-node path only (the property test compares the two)."""
+
+    def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
+                  extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
+        """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
+        and Score choose it, with every capacity held against it counted (``with_held``;
+        ``strict``: its own group's holds too) and the pods of ``extra`` (node -> pods) counted
+        where they are listed; None when no node has room. PreFilter runs without candidates, so
+        a plugin that plans (Gang) does not plan: this is a question, not a scheduling cycle."""
+        fw = self.profiles.framework_for(pod)
+        state = CycleState()
+        snapshot = self.cache.snapshot()
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        if not st.ok:
+            return None
+        held = self.queue.held_nodes()
+        extra = extra or {}
+        nodes: list[NodeInfo] = []
+        for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
+            if allowed is not None and info.name not in allowed:
+                continue
+            if info.name in held:
+                info = self.queue.with_held(info, pod, strict)
+            more = extra.get(info.name)
+            if more:
+                info = info.with_pods([p.bound_to(info.name) for p in more], next(self._simulated))
+            nodes.append(info)
+        feasible = set(fw.run_filter(state, pod, nodes).feasible)
+        if not feasible:
+            return None
+        scores, st = fw.run_score(state, pod, [n for n in nodes if n.name in feasible])
+        if not st.ok:
+            scores = {}
+        return min(feasible, key=lambda name: (-scores.get(name, 0), name))
+
+    def _adjusted(self, info: NodeInfo, pod: PodInfo, own_node: str | None, held: set[str]) -> NodeInfo:
+        """``info`` as Filter sees it for ``pod``: without the pod's own reservation (no rival of
+        itself), with the capacity the queue holds on it against the pod (``with_held``)."""
+        if own_node == info.name:
+            info = info.without_pod(pod.uid, next(self._simulated))
+        return self.queue.with_held(info, pod) if info.name in held else info
+
+    def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
+        if self.metrics is None:
+            return
+        if feasible:
+            self.metrics.decisions.labels(verb, "Success").inc(feasible)
+        for code, n in Counter(st.code for st in statuses.values()).items():
+            self.metrics.decisions.labels(verb, code.name).inc(n)
+
+    # ---- filter -----------------------------------------------------------------------------
+
+    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
+        pod = self.pods.parse(raw_pod)
+        fw = self.profiles.framework_for(pod)
+        self.cache.cleanup_expired()
+        seq = self.cache.change_count()
+        snapshot = self.cache.snapshot()
+        state = CycleState()
+        state.candidates = node_names
+        allowed, st = fw.run_pre_filter(state, pod, snapshot)
+        rejected: dict[str, Status] = {}
+        feasible: list[str] = []
+        outcome = FilterOutcome()
+        batch: BatchFilter | None = None
+        if st.code is Code.ERROR:
+            outcome.error = st.message
+        elif not st.ok:
+            rejected = dict.fromkeys(node_names, st)
+        else:
+            candidates: list[NodeInfo] = []
+            get = snapshot.getter()
+            held = self.queue.held_nodes()
+            own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
+            own_node = own.node_name if own is not None else None  # its own reservation is no rival
+            if self.batch:  # the columnar path (extender.runtime.batch); None: per node below
+                batch = filter_names(fw, state, pod, snapshot, node_names, allowed=allowed,
+                                     adjusted=held | {own_node} if own_node else held,
+                                     adjust=lambda info: self._adjusted(info, pod, own_node, held),
+                                     unknown=NOT_IN_CACHE, excluded=PREFILTER_EXCLUDED)
+        if batch is not None:
+            feasible = outcome.feasible = batch.feasible
+            outcome.failed, outcome.unresolvable = batch.failed, batch.unresolvable
+        elif st.ok:
+            found = list(map(get, node_names))
+            simple = allowed is None and own_node is None and not held
+            known = list(filter(None, found)) if simple else []
+            if simple and len(known) == len(found):
+                candidates = known  # the common case: every name known, nothing to adjust
+            else:
+                for name, info in zip(node_names, found):
+                    if info is None:
+                        rejected[name] = NOT_IN_CACHE
+                    elif allowed is not None and name not in allowed:
+                        rejected[name] = PREFILTER_EXCLUDED
+                    else:
+                        candidates.append(self._adjusted(info, pod, own_node, held))
+            result = fw.run_filter(state, pod, candidates)
+            feasible = result.feasible
+            rejected.update(result.rejected)
+        verdicts: Mapping[str, Status] = rejected if batch is None else batch.rejected
+        if not outcome.error and batch is None:
+            unresolvable, failed = outcome.unresolvable, outcome.failed
+            sorted_by: dict[int, tuple[dict[str, str], str]] = {}  # statuses are shared: sort each once
+            for name, s in rejected.items():
+                where = sorted_by.get(id(s))
+                if where is None:
+                    if s.code is Code.ERROR and not outcome.error:
+                        outcome.error = s.message  # a plugin failed on some node: the whole answer is an error
+                    text = s.reasons[0] if len(s.reasons) == 1 else s.message
+                    where = sorted_by[id(s)] = (unresolvable if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                                                else failed, text)
+                where[0][name] = where[1]
+            if outcome.error:
+                failed.clear()
+                unresolvable.clear()
+            else:
+                outcome.feasible = feasible
+        if not outcome.error:
+            if not feasible and fw.post_filter_plugins:
+                nominated, pst = fw.run_post_filter(state, pod, verdicts)
+                if pst.code is Code.ERROR:
+                    log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
+                outcome.nominated = nominated if pst.ok else None
+        if not feasible and not outcome.error and verdicts:
+            self._explain_rejection(raw_pod, pod, verdicts)
+            self.queue.unschedulable(pod, verdicts, seq)
+        elif feasible:
+            self.queue.schedulable(pod.uid)
+        if outcome.error:
+            self._count("filter", verdicts, len(feasible))
+        elif self.metrics is not None:
+            decisions = self.metrics.decisions
+            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", len(outcome.failed)),
+                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", len(outcome.unresolvable))):
+                if n:
+                    decisions.labels("filter", status).inc(n)
+        self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, verdicts,
+                                             outcome="error" if outcome.error else
+                                             ("feasible" if feasible else "unschedulable"),
+                                             error=outcome.error))
+        return outcome
+
+    def _explain_rejection(self, raw_pod: Mapping[str, Any], pod: PodInfo, rejected: Mapping[str, Status]) -> None:
+        """An Event on the pod, in kube-scheduler's aggregated wording, when no node fits (the
+        writer aggregates repeats and rate-limits, so this is cheap to call every attempt)."""
+        counts: dict[str, int] = {}
+        for st in rejected.values():
+            for reason in st.reasons or (st.code.name,):
+                counts[reason] = counts.get(reason, 0) + 1
+        summary = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        message = (f"0/{len(rejected)} nodes are available to the extender: {summary}. "
+                   f"Details: /debug/pods/{pod.namespace}/{pod.name}")
+        try:
+            self.handle.writer.record_event(raw_pod, type_="Warning", reason="ExtenderFilterRejected", message=message)
+        except Exception:  # noqa: BLE001 - events are best effort
+            log.debug("event not recorded", exc_info=True)
+
+    # ---- prioritize ---------------------------------------------------------------------------
+
+    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
+        """(node, score 0..100) for every input name, in input order; unknown nodes score 0.
+        Raises EngineError if a PreScore/Score plugin fails."""
+        return Priorities(node_names, self.prioritize_scores(raw_pod, node_names))
+
+    def prioritize_scores(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Ints:
+        """``prioritize``'s scores, as an int64 array aligned with ``node_names``."""
+        pod = self.pods.parse(raw_pod)
+        fw = self.profiles.framework_for(pod)
+        snapshot = self.cache.snapshot()
+        if self.batch:
+            scores, st = score_names(fw, CycleState(), pod, snapshot, node_names)
+            if not st.ok:
+                raise EngineError(st.message)
+            return scores
+        nodes = list(filter(None, map(snapshot.getter(), node_names)))
+        by_name, st = fw.run_score(CycleState(), pod, nodes)
+        if not st.ok:
+            raise EngineError(st.message)
+        return np.fromiter(map(by_name.get, node_names, itertools.repeat(0)), np.int64, len(node_names))
