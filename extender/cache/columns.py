@@ -25,11 +25,13 @@ _MINUS_ONE = itertools.repeat(-1)
 class Columns:
     """Implements ``extender.framework.batch.NodeColumns``; see the module docstring."""
 
-    __slots__ = ("names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty")
+    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty")
 
     def __init__(self, names: list[str], index: dict[str, int], alloc: dict[str, Ints], offered: dict[str, Mask],
                  requested: dict[str, Ints], inexact: frozenset[str]) -> None:
-        self.names: Sequence[str] = names
+        self._names = names
+        """Node name by row (a removed node's row keeps its name; ``index`` says which rows hold
+        the snapshot's nodes)."""
         self.index = index
         """Node name -> row, for the nodes the snapshot holds."""
         self._alloc = alloc
@@ -64,7 +66,7 @@ class Columns:
 
     def updated(self, changed: Mapping[str, NodeInfo | None]) -> Columns:
         """These columns with ``changed`` applied (None: the node is gone); self is untouched."""
-        names, index = self.names, self.index
+        names, index = self._names, self.index
         added = [n for n, info in changed.items() if info is not None and n not in index]
         removed = [n for n, info in changed.items() if info is None and n in index]
         if added or removed:
@@ -74,7 +76,7 @@ class Columns:
             for n in added:
                 index[n] = len(names)
                 names.append(n)
-        grow = len(names) - len(self.names)
+        grow = len(names) - len(self._names)
         alloc, offered, requested = {}, {}, {}
         for r in self._alloc:
             alloc[r] = np.concatenate((self._alloc[r], np.zeros(grow, np.int64))) if grow else self._alloc[r].copy()
@@ -107,8 +109,7 @@ class Columns:
                 alloc[r][row] = a or 0
                 offered[r][row] = a is not None
                 requested[r][row] = u
-        return Columns(names if isinstance(names, list) else list(names), index, alloc, offered, requested,
-                       frozenset(inexact))
+        return Columns(names, index, alloc, offered, requested, frozenset(inexact))
 
     def rows_of(self, names: Sequence[str]) -> Rows:
         """Row per name, -1 for a name the snapshot does not hold (one C-level pass)."""
@@ -120,7 +121,7 @@ class Columns:
         alloc = self._alloc.get(resource)
         if alloc is None:
             if self._empty is None:
-                zeros = np.zeros(len(self.names), np.int64)
-                self._empty = Column(zeros, np.zeros(len(self.names), np.bool_), zeros)
+                zeros = np.zeros(len(self._names), np.int64)
+                self._empty = Column(zeros, np.zeros(len(self._names), np.bool_), zeros)
             return self._empty
         return Column(alloc, self._offered[resource], self._requested[resource])

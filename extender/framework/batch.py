@@ -22,7 +22,7 @@ falls back to the per-node path, which computes with Python ints.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -53,9 +53,6 @@ class Column:
 
 class NodeColumns(Protocol):
     """A snapshot's nodes as columns (read-only: never write into the arrays)."""
-
-    names: Sequence[str]
-    """Node name by row."""
 
     def column(self, resource: str) -> Column | None:
         """The resource's column; None when an amount is out of int64 range (use the per-node

@@ -27,8 +27,9 @@ from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.runtime.framework import Framework, _crash, _invalid_score
 
+
 def _reply_text(st: Status) -> str:
-    """What the filter reply says for a node rejected with ``st`` (as ``Engine.filter`` does)."""
+    """What the filter reply says for a node rejected with ``st`` (as ``SchedulingCycle.filter`` does)."""
     return st.reasons[0] if len(st.reasons) == 1 else st.message
 
 
@@ -78,7 +79,7 @@ class LazyStatuses(Mapping[str, Status]):
 
 @dataclass
 class BatchFilter:
-    """What ``Engine.filter`` needs of the Filter phase: ``feasible`` names in input order, every
+    """What ``SchedulingCycle.filter`` needs of the Filter phase: ``feasible`` names in input order, every
     rejected name's Status, and the reply's ``failed`` (UNSCHEDULABLE) and ``unresolvable``
     name -> text maps."""
 
@@ -252,7 +253,6 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
     out = np.zeros(len(names), np.int64)
     out[known] = total
     return out, Status()
-
 
 
 class Priorities(Sequence[tuple[str, int]]):

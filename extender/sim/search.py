@@ -70,10 +70,11 @@ class NodeSearch:
 
     def sync(self, nodes: Sequence[NodeState]) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
-        new order or a changed node object rebuilds what depends on it."""
+        new order or a changed node object rebuilds what depends on it (as does any change while
+        an out-of-range amount keeps the columns off: it may be gone)."""
         old = self.nodes
         names = list(map(_NAME, nodes))
-        if names != self._names:
+        if names != self._names or not self.usable:
             self._build(nodes)
             return
         changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
@@ -109,7 +110,7 @@ class NodeSearch:
     def _write_row(self, row: int, node: NodeState) -> bool:
         """Store ``node`` in ``row``; False when an amount is out of range (or names a resource
         without a column: the caller rebuilds)."""
-        for r, values in ((r, v) for r, v in self._alloc.items()):
+        for r, values in self._alloc.items():
             values[row] = 0
             self._requested[r][row] = 0
         for source, columns in ((node.allocatable, self._alloc), (node.requested, self._requested)):

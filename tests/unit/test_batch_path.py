@@ -1,7 +1,7 @@
 """The batch path (columns, ``extender.runtime.batch``) decides exactly what the per-node path
 decides: over random clusters, pods and candidate lists, filter's feasible names, reply maps,
 error and every rejected node's Status (code, reasons, plugin, detail), and prioritize's scores,
-are equal with ``Engine.batch`` on and off. Profiles mix batch plugins (NodeResources) with a
+are equal with ``SchedulingCycle.batch`` on and off. Profiles mix batch plugins (NodeResources) with a
 per-node one (DeviceShare); nominated pods hold capacity on some nodes (filtered per node on the
 adjusted NodeInfo); candidate lists repeat names and name nodes the extender does not know."""
 
