@@ -124,3 +124,15 @@ def test_columns_follow_the_cache_node_by_node() -> None:
     for a, b in ((cu.allocatable, cf.allocatable), (cu.offered, cf.offered), (cu.requested, cf.requested)):
         assert a[rows_u].tolist() == b[rows_f].tolist()
     assert updated.rows_of(["gone"]).tolist() == [-1]
+
+
+def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
+    """A node offering more than int64 columns hold exactly (here 10**14 GPUs, 10**17 milli-units)
+    is decided with Python ints, the same with the batch path on."""
+    nodes = [make_node("huge").alloc(gpu=10**14).obj(), make_node("small").alloc(gpu=2).obj()]
+    pods = [make_pod("r").req(gpu=1).node("small").obj()]
+    fast, slow = engines(nodes, pods, "binpack", device_share=False)
+    pod = make_pod("p").req(gpu=2).obj()
+    a, b = fast.filter(pod, ["huge", "small"]), slow.filter(pod, ["huge", "small"])
+    assert a.feasible == b.feasible == ["huge"] and a.failed == b.failed == {"small": "Insufficient example.com/gpu"}
+    assert list(fast.prioritize(pod, ["huge", "small"])) == list(slow.prioritize(pod, ["huge", "small"]))
