@@ -218,8 +218,7 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
             state.skip_score.add(pre.name)
         elif not st.ok:
             return np.zeros(0, np.int64), st.with_plugin(pre.name)
-    total = np.zeros(len(batch), np.int64)
-    weight_sum = 0
+    weighted: list[tuple[Ints, int]] = []
     for p, weight in fw.score_plugins:
         if p.name in state.skip_score:
             continue
@@ -244,9 +243,16 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
             return np.zeros(0, np.int64), _crash(p.name, "Score", exc)
         finally:
             fw._observe(p.name, "Score", time.perf_counter() - t0)
-        total += scores * weight
-        weight_sum += weight
-    if weight_sum:
+        weighted.append((scores, weight))
+    weight_sum = sum(weight for _, weight in weighted)  # as Framework's weighted average:
+    if not weight_sum:
+        total = np.zeros(len(batch), np.int64)  # no weight, no score
+    elif len(weighted) == 1:
+        total = weighted[0][0]  # one plugin: its scores as they are
+    else:
+        total = np.zeros(len(batch), np.int64)
+        for scores, weight in weighted:
+            total += scores * weight
         total //= weight_sum
     if all_known:
         return total, Status()

@@ -101,6 +101,13 @@ class NodeResources:
         if not fits_exactly(dict(wants)):
             return None
         columns, rows = batch.columns, batch.rows
+        if len(wants) == 1:  # the common case: one check settles that every candidate fits
+            column = columns.column(wants[0][0])
+            if column is None:
+                return None
+            # a node that does not offer the resource has allocatable 0, so it never passes this
+            if ((column.allocatable[rows] - column.requested[rows]) >= wants[0][1]).all():
+                return out
         left = np.arange(len(rows))  # positions every earlier resource let through
         for resource, need in wants:
             column = columns.column(resource)
@@ -211,10 +218,19 @@ class NodeResources:
             return np.zeros(n, np.int64)
         if not fits_exactly(dict(wants)):
             return None
+        top = logic.MAX_SCORE
+        if len(wants) == 1:  # one resource: its weight cancels out of the average
+            column = batch.columns.column(wants[0][0])
+            if column is None:
+                return None
+            alloc = column.allocatable[batch.rows]
+            used = column.requested[batch.rows] + wants[0][1]
+            fits = (alloc > 0) & (used <= alloc)
+            share = (used if self.most_allocated else alloc - used) * top // np.where(fits, alloc, 1)
+            return np.where(fits, share, 0)
         total = np.zeros(n, np.int64)
         weight_sum = np.zeros(n, np.int64)
         overflow = np.zeros(n, np.bool_)
-        top = logic.MAX_SCORE
         for resource, need in wants:
             column = batch.columns.column(resource)
             if column is None:
