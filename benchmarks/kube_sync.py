@@ -74,7 +74,7 @@ from extender.testing.fakeapi import FakeApiServer  # noqa: E402
 from extender.testing.fakeapi.errors import ApiError as FakeApiError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hot_path import descendants, free_port, kube_extender_cmd  # noqa: E402
+from benchkit import descendants, free_port, kube_extender_cmd  # noqa: E402
 
 GPU = "example.com/gpu"
 SEED = 20260521

@@ -10,7 +10,7 @@ test: exit 0 when the run produced figures, 1 when a part failed (the server did
 
 Set-up (``kube-extender simulate --extender URL`` semantics, see ``extender/sim/cli.py``):
 
-1. The cluster is ``hot_path.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
+1. The cluster is ``benchkit.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
    realistic labels, taints, about 1% NotReady, a few cordoned), imported, not copied. That
    generator also packs about 64% of the GPUs with running pods: 10,000 pods of 1-2 GPUs would not
    fit in the rest (about 5,500 GPUs free at 5,000 nodes), and the run would measure retries of
@@ -19,7 +19,7 @@ Set-up (``kube-extender simulate --extender URL`` semantics, see ``extender/sim/
 2. The workload: N pending pods, 1 GPU (65%) or 2 GPUs (35%), tolerating the GPU taint, priority
    classes batch-low / training / inference, arriving in batches of ``--batch`` every
    ``--interval`` virtual seconds (batches, so that binding cycles overlap scheduling cycles).
-3. The server: ``kube-extender serve --cluster FILE --port P`` (``hot_path.Server``: gunicorn,
+3. The server: ``kube-extender serve --cluster FILE --port P`` (``benchkit.Server``: gunicorn,
    one gthread worker). ``simulate --extender URL`` keeps its own copy of the cluster and mirrors
    the extender's successful binds into it (``mirror_extender_binds``); the server binds in its
    own memory cluster, which must therefore already hold the pending pods: a served memory
@@ -54,7 +54,6 @@ import http.client
 import json
 import os
 import platform
-import random
 import re
 import resource
 import shutil
@@ -71,43 +70,20 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from hot_path import (GPU, GPU_TOLERATION, SEED, Server, descendants, generate_cluster, mib, pct,  # noqa: E402
+from benchkit import (GPU, SEED, Server, build_workload, descendants, generate_cluster, mib, pct,  # noqa: E402
                       rss_of, write_cluster_yaml)
 
 from extender.cli import scheduler_entry  # noqa: E402
 from extender.cluster.memory import MemoryCluster  # noqa: E402
 from extender.config.model import default_config  # noqa: E402
 from extender.framework.resources import milli  # noqa: E402
-from extender.sim import scheduler as sim_scheduler  # noqa: E402
+from extender.sim import placement as sim_placement  # noqa: E402
 from extender.sim.client import HTTPTransport, tls_context  # noqa: E402
 from extender.sim.config import ExtenderSpec, SchedulerConfig  # noqa: E402
-from extender.sim.scheduler import Scheduler, VirtualClock  # noqa: E402
-from extender.sim.workload import Workload, parse_workload  # noqa: E402
+from extender.sim.clocks import VirtualClock  # noqa: E402
+from extender.sim.scheduler import Scheduler  # noqa: E402
+from extender.sim.search import NodeSearch  # noqa: E402
 
-CLASSES = [("batch-low", 0.4), ("training", 0.4), ("inference", 0.2)]
-NAMESPACES = {"batch-low": "research", "training": "ml", "inference": "inference"}
-
-
-# ---------------------------------------------------------------------------------------------
-# workload
-# ---------------------------------------------------------------------------------------------
-
-def build_workload(n_pods: int, seed: int, classes: dict[str, dict[str, Any]], batch: int, interval: float,
-                   preemption: bool) -> Workload:
-    rng = random.Random(seed + 7)
-    entries = []
-    for i in range(n_pods):
-        gpus = 1 if rng.random() < 0.65 else 2
-        pc = rng.choices([c for c, _ in CLASSES], weights=[w for _, w in CLASSES])[0]
-        entries.append({
-            "name": f"bench-{i:05d}", "namespace": NAMESPACES[pc], "priorityClassName": pc,
-            "preemptionPolicy": "PreemptLowerPriority" if preemption else "Never",
-            "requests": {"cpu": str(2 * gpus), "memory": f"{8 * gpus}Gi", GPU: str(gpus)},
-            "limits": {GPU: str(gpus)}, "tolerations": [dict(GPU_TOLERATION)],
-            "labels": {"app": "bench", "bench/index": str(i)},
-            "arrival": (i // batch) * interval,
-        })
-    return parse_workload({"pods": entries}, origin="sim_throughput", seed=seed, priority_classes=classes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,27 +145,29 @@ class TimedScheduler(Scheduler):
 
 
 class _ScoreTimer:
-    """Wraps ``extender.sim.scheduler.score_nodes`` (the in-tree Score plugins) for the run."""
+    """Times the in-tree Score plugins for the run: ``NodeSearch.scores`` (the columns) and
+    ``extender.sim.placement.score_nodes`` (the per-node fallback)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
-        self.orig = sim_scheduler.score_nodes
+        self.orig = (sim_placement.score_nodes, NodeSearch.scores)
 
-    def __enter__(self) -> _ScoreTimer:
-        orig = self.orig
-
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*a: Any, **kw: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                return orig(*a, **kw)
+                return fn(*a, **kw)
             finally:
                 self.seconds += time.perf_counter() - t0
+        return timed
 
-        sim_scheduler.score_nodes = timed  # type: ignore[assignment]
+    def __enter__(self) -> _ScoreTimer:
+        sim_placement.score_nodes = self._timed(self.orig[0])  # type: ignore[assignment]
+        NodeSearch.scores = self._timed(self.orig[1])  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        sim_scheduler.score_nodes = self.orig  # type: ignore[assignment]
+        sim_placement.score_nodes, NodeSearch.scores = self.orig  # type: ignore[method-assign]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ A script that prints figures, not a test: exit 0 when the run had no error, 1 wh
 
 Set-up:
 
-1. The cluster is ``hot_path.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
+1. The cluster is ``benchkit.generate_cluster`` (seeded; nodes of 0/2/4/8 ``example.com/gpu``,
    realistic labels and taints, about 1% NotReady, a few cordoned; about 2 running cpu-only pods
    per node), imported, not copied. Its running GPU pods are left out: the gang stream binds
    several thousand 1-GPU members, which the free GPUs of a packed cluster would not hold.
@@ -21,7 +21,7 @@ Set-up:
    object (``minMember`` twice the members sent, ``scheduleTimeoutSeconds`` short) whose members
    all end in Permit's timeout - the failure path (Unreserve, back-off, reservation released)
    under the same load.
-3. The server: ``kube-extender serve --cluster FILE --config FILE`` (``hot_path.Server``:
+3. The server: ``kube-extender serve --cluster FILE --config FILE`` (``benchkit.Server``:
    gunicorn, the default gevent worker with its fast lane), the ``Gang`` plugin enabled and
    ``httpTimeout`` / ``permitTimeout`` raised so that members wait as long as their group takes
    to arrive (see the printed configuration).
@@ -85,8 +85,9 @@ for path in (REPO, REPO / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from hot_path import (GPU, GPU_TOLERATION, PATH_PREFIX, SEED, TOLERATIONS, Server, args_body,  # noqa: E402
-                      generate_cluster, go_json, mib, pct, pending_pod, rss_of, run_wrk_pairs, write_cluster_yaml)
+from benchkit import (GPU, GPU_TOLERATION, PATH_PREFIX, SEED, TOLERATIONS, Server, args_body,  # noqa: E402
+                      generate_cluster, go_json, mib, pct, pending_pod, rss_of, write_cluster_yaml)
+from hot_path import run_wrk_pairs  # noqa: E402
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_MEMBER = "kube-extender.io/pod-group-min-member"

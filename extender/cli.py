@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -20,7 +22,8 @@ import yaml
 from extender import __version__
 from extender.cluster.kube.credentials import CredentialsError
 from extender.cluster.memory import MemoryCluster
-from extender.cluster.objects import ClusterFileError, load_file
+from extender.cluster.objects import ClusterFileError
+from extender.cluster.parsed import load_parsed, parse_apart, remove_parsed
 from extender.config.model import ConfigError, ExtenderConfig, load_config
 from extender.framework.durations import format_duration
 from extender.logs import setup_logging
@@ -198,9 +201,11 @@ def _serve(args: argparse.Namespace) -> int:
         log.info("kubernetes credentials", extra={"source": credentials.source,
                                                   "kubeconfig": credentials.kubeconfig or "-"})
         kubeconfig = credentials.kubeconfig or None
-    # Parse the cluster file once, before forking: a bad file fails here with a clear message,
-    # and the worker inherits the parsed objects instead of parsing them again.
-    objects = load_file(cluster_file) if cluster_file else None
+    # Parse the cluster file before forking, so a bad file fails here with a clear message - in a
+    # child process, so the master does not keep the parsed objects (extender.cluster.parsed).
+    parsed = parse_apart(cluster_file) if cluster_file else None
+    if parsed is not None:
+        atexit.register(remove_parsed, parsed, os.getpid())
 
     def factory() -> Any:
         setup_logging(config.server.log_level, config.server.log_format)
@@ -208,7 +213,8 @@ def _serve(args: argparse.Namespace) -> int:
             from extender.app import create_kube_app
             return create_kube_app(config, kubeconfig=kubeconfig)
         metrics = Metrics()
-        source = MemoryCluster(objects, metrics=metrics) if objects is not None else MemoryCluster.demo()
+        source = (MemoryCluster(load_parsed(parsed), metrics=metrics) if parsed is not None
+                  else MemoryCluster.demo())
         return create_app(config, source=source, metrics=metrics)
 
     tls = config.server.tls

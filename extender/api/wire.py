@@ -8,13 +8,17 @@ both nodeCacheCapable modes); bind ``{"Error": ""}``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import operator
+import re
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import orjson
 from marshmallow import Schema, ValidationError
 
 from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.problems import as_text as problems_text
+from extender.runtime.batch import Priorities
 from extender.runtime.engine import Candidate, FilterOutcome, PreemptDecision
 
 MAX_EXTENDER_PRIORITY = 10
@@ -98,15 +102,32 @@ def to_extender_score(score: int) -> int:
     return (score * MAX_EXTENDER_PRIORITY + MAX_NODE_SCORE // 2) // MAX_NODE_SCORE
 
 
-_EXTENDER_SCORES = tuple(to_extender_score(s) for s in range(MAX_NODE_SCORE + 1))
+_EXTENDER_SCORES = np.array([to_extender_score(s) for s in range(MAX_NODE_SCORE + 1)], dtype=np.int64)
+_ENTRY_TAILS = np.array([f'","Score":{to_extender_score(s)}}}' for s in range(MAX_NODE_SCORE + 1)], dtype=object)
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
-def prioritize_reply(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
+def prioritize_reply(scores: Priorities | Sequence[tuple[str, int]]) -> orjson.Fragment:
     """``HostPriorityList``: every (node, 0..MAX_NODE_SCORE score) as ``{"Host", "Score"}`` on
-    the extender's 0..10 scale (a table lookup per node; out-of-range scores are clamped)."""
-    table, top = _EXTENDER_SCORES, MAX_NODE_SCORE
-    return [{"Host": name, "Score": table[score] if type(score) is int and 0 <= score <= top
-             else to_extender_score(score)} for name, score in scores]
+    the extender's 0..10 scale (out-of-range scores are clamped), already serialized. Node names
+    are DNS subdomains, which JSON takes as they are: the document is then joined from per-score
+    fragments in a few C-level passes (5,000 dicts built for orjson cost more than the rest of
+    the reply); a name needing an escape takes orjson over the dicts."""
+    if isinstance(scores, Priorities):
+        names, values = scores.names, scores.scores
+    else:
+        names, values = [name for name, _ in scores], np.array([s for _, s in scores], dtype=np.int64)
+    if not len(names):
+        return orjson.Fragment(b"[]")
+    clamped = np.clip(values, 0, MAX_NODE_SCORE)
+    if _NEEDS_ESCAPE.search("".join(names)) is None:
+        body = ',{"Host":"'.join(map(operator.add, names, _ENTRY_TAILS[clamped].tolist()))
+        try:
+            return orjson.Fragment(('[{"Host":"' + body + "]").encode())
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: orjson says what is wrong with it
+    return orjson.Fragment(orjson.dumps([{"Host": name, "Score": score}
+                                         for name, score in zip(names, _EXTENDER_SCORES[clamped].tolist())]))
 
 
 def preempt_candidates(args: Mapping[str, Any]) -> dict[str, Candidate]:

@@ -11,15 +11,37 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping
 
+from extender.cache.columns import Columns
 from extender.framework.views import NodeInfo
 
 
 class Snapshot:
-    __slots__ = ("generation", "_nodes")
+    __slots__ = ("generation", "_nodes", "_columns", "_base", "_pending")
 
     def __init__(self, nodes: Mapping[str, NodeInfo] | None = None, generation: int = 0) -> None:
         self._nodes: dict[str, NodeInfo] = dict(nodes or {})
         self.generation = generation
+        self._columns: Columns | None = None
+        self._base: Columns | None = None
+        """Columns of an earlier snapshot in this one's line, and the names changed since
+        (``_pending``): what ``columns()`` updates from."""
+        self._pending: set[str] = set()
+
+    def columns(self) -> Columns:
+        """This snapshot's nodes as columns (the batch path), made on first use from the closest
+        earlier snapshot's columns plus the nodes changed since (a full build when there are
+        none, or when more than a quarter of the nodes changed). Concurrent first calls may both
+        build: the results are equal."""
+        cols = self._columns
+        if cols is None:
+            base, pending = self._base, self._pending
+            if base is None or len(pending) * 4 > len(self._nodes):
+                cols = Columns.build(self._nodes.values())
+            else:
+                cols = base.updated({name: self._nodes.get(name) for name in pending})
+            self._columns = cols
+            self._base, self._pending = None, set()
+        return cols
 
     def get(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
@@ -51,4 +73,9 @@ class Snapshot:
         snap = Snapshot.__new__(Snapshot)
         snap._nodes = nodes
         snap.generation = generation
+        snap._columns = None
+        if self._columns is not None:
+            snap._base, snap._pending = self._columns, set(changed)
+        else:
+            snap._base, snap._pending = self._base, self._pending | changed.keys()
         return snap

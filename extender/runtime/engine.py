@@ -17,6 +17,7 @@ from extender.cache.cache import ClusterCache
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
 from extender.metrics import Metrics
+from extender.runtime.batch import Priorities
 from extender.runtime.binding import BindingCycle
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
@@ -60,7 +61,7 @@ class Engine:
     def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
         return self.scheduling.filter(raw_pod, node_names)
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> list[tuple[str, int]]:
+    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
         return self.scheduling.prioritize(raw_pod, node_names)
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,

@@ -18,10 +18,14 @@ import logging
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
+from extender.framework.batch import Ints
 from extender.framework.cycle_state import CycleState
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.metrics import Metrics
+from extender.runtime.batch import BatchFilter, Priorities, filter_names, score_names
 from extender.runtime.context import VerbContext
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.handle import EngineHandle
@@ -40,6 +44,9 @@ class SchedulingCycle(VerbContext):
                  metrics: Metrics | None = None) -> None:
         super().__init__(handle, profiles, pods, explain, metrics)
         self._simulated = itertools.count(-1, -1)
+        self.batch = True
+        """Filter and prioritize through the columnar batch path (``extender.runtime.batch``);
+        False: the per-node path only (the property test compares the two)."""
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
                   extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
@@ -111,6 +118,13 @@ class SchedulingCycle(VerbContext):
             return True
         return False
 
+    def _adjusted(self, info: NodeInfo, pod: PodInfo, own_node: str | None, held: set[str]) -> NodeInfo:
+        """``info`` as Filter sees it for ``pod``: without the pod's own reservation (no rival of
+        itself), with the capacity the queue holds on it against the pod (``with_held``)."""
+        if own_node == info.name:
+            info = info.without_pod(pod.uid, next(self._simulated))
+        return self.queue.with_held(info, pod) if info.name in held else info
+
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:
             return
@@ -133,6 +147,7 @@ class SchedulingCycle(VerbContext):
         rejected: dict[str, Status] = {}
         feasible: list[str] = []
         outcome = FilterOutcome()
+        batch: BatchFilter | None = None
         if st.code is Code.ERROR:
             outcome.error = st.message
         elif not st.ok:
@@ -143,6 +158,15 @@ class SchedulingCycle(VerbContext):
             held = self.queue.held_nodes()
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
+            if self.batch:  # the columnar path (extender.runtime.batch); None: per node below
+                batch = filter_names(fw, state, pod, snapshot, node_names, allowed=allowed,
+                                     adjusted=held | {own_node} if own_node else held,
+                                     adjust=lambda info: self._adjusted(info, pod, own_node, held),
+                                     unknown=NOT_IN_CACHE, excluded=PREFILTER_EXCLUDED)
+        if batch is not None:
+            feasible = outcome.feasible = batch.feasible
+            outcome.failed, outcome.unresolvable = batch.failed, batch.unresolvable
+        elif st.ok:
             found = list(map(get, node_names))
             simple = allowed is None and own_node is None and not held
             known = list(filter(None, found)) if simple else []
@@ -155,13 +179,12 @@ class SchedulingCycle(VerbContext):
                     elif allowed is not None and name not in allowed:
                         rejected[name] = PREFILTER_EXCLUDED
                     else:
-                        if own_node == name:
-                            info = info.without_pod(pod.uid, next(self._simulated))
-                        candidates.append(self.queue.with_held(info, pod) if name in held else info)
+                        candidates.append(self._adjusted(info, pod, own_node, held))
             result = fw.run_filter(state, pod, candidates)
             feasible = result.feasible
             rejected.update(result.rejected)
-        if not outcome.error:
+        verdicts: Mapping[str, Status] = rejected if batch is None else batch.rejected
+        if not outcome.error and batch is None:
             unresolvable, failed = outcome.unresolvable, outcome.failed
             sorted_by: dict[int, tuple[dict[str, str], str]] = {}  # statuses are shared: sort each once
             for name, s in rejected.items():
@@ -180,24 +203,24 @@ class SchedulingCycle(VerbContext):
                 outcome.feasible = feasible
         if not outcome.error:
             if not feasible and fw.post_filter_plugins:
-                nominated, pst = fw.run_post_filter(state, pod, rejected)
+                nominated, pst = fw.run_post_filter(state, pod, verdicts)
                 if pst.code is Code.ERROR:
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
                 outcome.nominated = nominated if pst.ok else None
-        if not feasible and not outcome.error and rejected:
-            self._explain_rejection(raw_pod, pod, rejected)
-            self.queue.unschedulable(pod, rejected, seq)
+        if not feasible and not outcome.error and verdicts:
+            self._explain_rejection(raw_pod, pod, verdicts)
+            self.queue.unschedulable(pod, verdicts, seq)
         elif feasible:
             self.queue.schedulable(pod.uid)
         if outcome.error:
-            self._count("filter", rejected, len(feasible))
+            self._count("filter", verdicts, len(feasible))
         elif self.metrics is not None:
             decisions = self.metrics.decisions
             for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", len(outcome.failed)),
                               ("UNSCHEDULABLE_AND_UNRESOLVABLE", len(outcome.unresolvable))):
                 if n:
                     decisions.labels("filter", status).inc(n)
-        self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, rejected,
+        self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, verdicts,
                                              outcome="error" if outcome.error else
                                              ("feasible" if feasible else "unschedulable"),
                                              error=outcome.error))
@@ -220,14 +243,23 @@ class SchedulingCycle(VerbContext):
 
     # ---- prioritize ---------------------------------------------------------------------------
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> list[tuple[str, int]]:
+    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
         """(node, score 0..100) for every input name, in input order; unknown nodes score 0.
         Raises EngineError if a PreScore/Score plugin fails."""
+        return Priorities(node_names, self.prioritize_scores(raw_pod, node_names))
+
+    def prioritize_scores(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Ints:
+        """``prioritize``'s scores, as an int64 array aligned with ``node_names``."""
         pod = self.pods.parse(raw_pod)
         fw = self.profiles.framework_for(pod)
         snapshot = self.cache.snapshot()
+        if self.batch:
+            scores, st = score_names(fw, CycleState(), pod, snapshot, node_names)
+            if not st.ok:
+                raise EngineError(st.message)
+            return scores
         nodes = list(filter(None, map(snapshot.getter(), node_names)))
-        scores, st = fw.run_score(CycleState(), pod, nodes)
+        by_name, st = fw.run_score(CycleState(), pod, nodes)
         if not st.ok:
             raise EngineError(st.message)
-        return list(zip(node_names, map(scores.get, node_names, itertools.repeat(0))))
+        return np.fromiter(map(by_name.get, node_names, itertools.repeat(0)), np.int64, len(node_names))

@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 from extender.sim.client import AppTransport, HTTPTransport, Transport, TransportError, tls_context
 from extender.sim.config import ExtenderSpec, SchedulerConfig, SimConfigError
 from extender.sim.report import build_report, render_text, write_outputs
-from extender.sim.scheduler import RealClock, Scheduler, VirtualClock
+from extender.sim.clocks import RealClock, VirtualClock
+from extender.sim.scheduler import Scheduler
 from extender.sim.workload import WorkloadError, cluster_extras, load_workload
 
 DEFAULT_OUT = "simulation-out"

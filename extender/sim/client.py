@@ -504,18 +504,20 @@ class HTTPExtender:
         sample.ok, sample.error = False, error
         return ExtenderError(error)
 
-    def _args(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def _args(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], names: list[str]) -> dict[str, Any]:
         if self.spec.node_cache_capable:
-            return {"Pod": strip_type_meta(pod), "Nodes": None, "NodeNames": [_node_name(n) for n in nodes]}
+            return {"Pod": strip_type_meta(pod), "Nodes": None, "NodeNames": names}
         return {"Pod": strip_type_meta(pod), "Nodes": {"metadata": {}, "items": [strip_type_meta(n) for n in nodes]},
                 "NodeNames": None}
 
-    def filter(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> FilterReply:
-        """``HTTPExtender.Filter``; ``nodes`` are raw Node objects, at least one."""
-        names = [_node_name(n) for n in nodes]
+    def filter(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
+               names: Sequence[str] | None = None) -> FilterReply:
+        """``HTTPExtender.Filter``; ``nodes`` are raw Node objects, at least one (``names``: their
+        names, when the caller has them)."""
+        names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.filter_verb:
             return FilterReply(names, None, {}, {})
-        body, sample = self._send("filter", self.spec.filter_verb, self._args(pod, nodes))
+        body, sample = self._send("filter", self.spec.filter_verb, self._args(pod, nodes, names))
         try:
             result = gojson.decode_filter_result(body)
         except gojson.DecodeError as exc:
@@ -536,11 +538,14 @@ class HTTPExtender:
             return FilterReply([_node_name(n) for n in result.nodes], objects, failed, unresolvable)
         return FilterReply([], None, failed, unresolvable)
 
-    def prioritize(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> tuple[list[gojson.HostPriority], int]:
-        """``HTTPExtender.Prioritize``: (scores, weight); no verb -> zeros with weight 0."""
+    def prioritize(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
+                   names: Sequence[str] | None = None) -> tuple[list[gojson.HostPriority], int]:
+        """``HTTPExtender.Prioritize``: (scores, weight); no verb -> zeros with weight 0
+        (``names``: the nodes' names, when the caller has them)."""
+        names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.prioritize_verb:
-            return [gojson.HostPriority(_node_name(n), 0) for n in nodes], 0
-        body, sample = self._send("prioritize", self.spec.prioritize_verb, self._args(pod, nodes))
+            return [gojson.HostPriority(name, 0) for name in names], 0
+        body, sample = self._send("prioritize", self.spec.prioritize_verb, self._args(pod, nodes, names))
         try:
             result = gojson.decode_host_priority_list(body)
         except gojson.DecodeError as exc:

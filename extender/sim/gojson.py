@@ -31,6 +31,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import orjson
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -271,7 +273,34 @@ class PreemptionResult:
     node_name_to_meta_victims: dict[str, MetaVictims | None] | None = field(default=None)
 
 
+_UNREAD = object()
+_FILTER_KEYS = frozenset({"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"})
+_HOST_PRIORITY_KEYS = {"Host": None, "Score": None}.keys()
+
+
+def _plain(body: bytes) -> Any:
+    """``body`` read by orjson when it is exactly one strict JSON document (else ``_UNREAD``). The
+    fast paths below take it only in shapes where Go's decoder reads the same values - the exact
+    field names (so no case folding), strings, int64 integers, no floats - and leave every other
+    reply to the faithful, slower decoding, which also words the errors as Go does."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _UNREAD
+
+
+def _str_map(value: Any) -> bool:
+    return value is None or (type(value) is dict and set(map(type, value.values())) <= {str})
+
+
 def decode_filter_result(body: bytes) -> FilterResult:
+    data = _plain(body)
+    if type(data) is dict and data.keys() <= _FILTER_KEYS and data.get("Nodes") is None:
+        names, error = data.get("NodeNames"), data.get("Error")
+        failed, unresolvable = data.get("FailedNodes"), data.get("FailedAndUnresolvableNodes")
+        if ((names is None or (type(names) is list and set(map(type, names)) <= {str}))
+                and _str_map(failed) and _str_map(unresolvable) and (error is None or type(error) is str)):
+            return FilterResult(None, names, failed, unresolvable, error or "")
     value = first_value(body)
     data = _struct(value, "v1.ExtenderFilterResult", {
         "Nodes": _node_list, "NodeNames": _string_list, "FailedNodes": _string_map,
@@ -282,8 +311,16 @@ def decode_filter_result(body: bytes) -> FilterResult:
                         data.get("FailedAndUnresolvableNodes"), data.get("Error", ""))
 
 
+_HOST_PRIORITY_FIELDS: Mapping[str, Callable[[Any, str], Any]] = {"Host": _string, "Score": _int64}
+
+
 def _host_priority(value: Any, where: str) -> HostPriority:
-    data = _struct(value, "v1.HostPriority", {"Host": _string, "Score": _int64}, where)
+    if isinstance(value, _Obj) and len(value.pairs) == 2:  # the shape every extender writes: decided at once
+        (host_key, host), (score_key, score) = value.pairs
+        if (host_key == "Host" and score_key == "Score" and type(host) is str and type(score) is int
+                and INT64_MIN <= score <= INT64_MAX):
+            return HostPriority(host, score)
+    data = _struct(value, "v1.HostPriority", _HOST_PRIORITY_FIELDS, where)
     if data is None:
         return HostPriority()
     return HostPriority(data.get("Host", ""), data.get("Score", 0))
@@ -291,6 +328,13 @@ def _host_priority(value: Any, where: str) -> HostPriority:
 
 def decode_host_priority_list(body: bytes) -> list[HostPriority] | None:
     """``HostPriorityList`` (a bare JSON array); None for a ``null`` body."""
+    data = _plain(body)
+    if type(data) is list and all(type(e) is dict and e.keys() == _HOST_PRIORITY_KEYS for e in data):
+        hosts = [e["Host"] for e in data]
+        scores = [e["Score"] for e in data]
+        if (set(map(type, hosts)) <= {str} and set(map(type, scores)) <= {int}
+                and (not scores or (INT64_MIN <= min(scores) and max(scores) <= INT64_MAX))):
+            return list(map(HostPriority, hosts, scores))
     value = first_value(body)
     if value is None:
         return None

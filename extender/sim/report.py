@@ -32,7 +32,8 @@ from xml.sax.saxutils import escape
 
 from extender.framework.resources import format_milli, milli
 from extender.sim.client import CallSample
-from extender.sim.scheduler import RunSummary, Scheduler
+from extender.sim.records import RunSummary
+from extender.sim.scheduler import Scheduler
 
 BASIC = ("cpu", "memory", "pods")
 

@@ -24,6 +24,11 @@ object it subscribes to (a ``MemoryCluster`` or anything with the same methods, 
    the default binder writes the Binding to the cluster. Failure: forget, requeue with
    backoff unless the pod already has ``spec.nodeName`` (§5.3).
 
+Where the parts are: the node-choosing steps 3-5 (filters, extender filter chain, scores, host)
+in ``extender.sim.placement``, over the columnar node search of ``extender.sim.search``; the
+clocks in ``extender.sim.clocks``; what a run records (cycles, pod traces, the summary) in
+``extender.sim.records``; the binding cycle, failures and preemption here.
+
 **Time.** The queue, backoffs, arrivals and deletions run on the scheduler's clock. With the
 default :class:`VirtualClock`, scheduling cycles take no virtual time, and the clock jumps to the
 next arrival, deletion, backoff expiry or unschedulable flush when the active queue is empty and
@@ -64,23 +69,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from extender.framework.clock import FakeClock
 from extender.framework.handle import WriteError
-from extender.framework.status import Code, Status
+from extender.framework.status import Code
 from extender.sim import queue as q
-from extender.sim.cache import NodeState, PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
+from extender.sim.cache import PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
 from extender.sim.client import CallStats, ExtenderError, HTTPExtender
+from extender.sim.clocks import RealClock, VirtualClock, iso
 from extender.sim.config import SchedulerConfig
-from extender.sim.filters import WorkingNode, run_filters, score_nodes
+from extender.sim.records import CycleRecord, Diagnosis, PodTrace, RunSummary
+from extender.sim.placement import Placement
+from extender.sim.search import NodeSearch
 from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, call_extenders, find_candidates,
                                      fit_error_message, pdbs_from, pick_one_node)
 
 log = logging.getLogger("extender.sim")
 
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
-EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time 0
 
 
 class ClusterLike(Protocol):
@@ -109,109 +112,6 @@ class ClusterLike(Protocol):
     def nodes(self) -> list[dict[str, Any]]: ...
 
 
-class VirtualClock(FakeClock):
-    """Time that moves only when the scheduler advances it (thread-safe)."""
-
-    virtual = True
-
-    def __init__(self, start: float = EPOCH) -> None:
-        super().__init__(start)
-        self.start = start
-
-    def advance_to(self, t: float) -> None:
-        with self._lock:
-            self._t = max(self._t, t)
-
-    def elapsed(self) -> float:
-        return self.now() - self.start
-
-
-class RealClock:
-    """Wall time, measured from the start of the run."""
-
-    virtual = False
-
-    def __init__(self) -> None:
-        self.start = time.time()
-
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def advance_to(self, t: float) -> None:  # the loop waits instead
-        pass
-
-    def elapsed(self) -> float:
-        return self.now() - self.start
-
-
-def iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-@dataclass
-class Diagnosis:
-    statuses: dict[str, Status] = field(default_factory=dict)
-    plugins: set[str] = field(default_factory=set)
-    evaluated: int = 0
-    extender_rejected: set[str] = field(default_factory=set)
-
-
-@dataclass
-class CycleRecord:
-    """What one scheduling attempt did (for tests and reports)."""
-
-    pod: str
-    attempt: int
-    time: float
-    outcome: str  # "scheduled", "unschedulable", "error", "skipped"
-    node: str = ""
-    feasible: list[str] = field(default_factory=list)
-    evaluated: int = 0
-    scores: dict[str, dict[str, int]] | None = None
-    totals: dict[str, int] | None = None
-    message: str = ""
-    statuses: dict[str, str] = field(default_factory=dict)
-    plugins: list[str] = field(default_factory=list)
-    preemption: dict[str, Any] | None = None
-    queue: str = ""
-    extender_rejected: int = 0
-    """Nodes the extender filter chain rejected in this cycle (0: the extenders kept every node
-    they were sent, or were not called)."""
-
-
-@dataclass
-class PodTrace:
-    """A pod's life in the run."""
-
-    key: str
-    uid: str
-    priority: int
-    arrival: float
-    state: str = "pending"  # pending, bound, completed, preempted, deleted
-    node: str = ""
-    bound_at: float | None = None
-    attempts: int = 0
-    message: str = ""
-    nominated: str = ""
-    preempted_by: str = ""
-    bound_by: str = ""
-    gated: bool = False
-    requests: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class RunSummary:
-    wall_seconds: float
-    virtual_seconds: float
-    cycles: int
-    binds: int
-    bind_failures: int
-    reason: str
-
-
 @dataclass(order=True)
 class _Action:
     at: float
@@ -233,7 +133,7 @@ def _spec_or_meta_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any])
     return strip(old) != strip(new)
 
 
-class Scheduler:
+class Scheduler(Placement):
     """See the module docstring. Thread-safe; :meth:`run` drives it from the calling thread."""
 
     def _append_cycle(self, record: CycleRecord) -> None:
@@ -284,6 +184,7 @@ class Scheduler:
         self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.extenders)), thread_name_prefix="prioritize")
         self._has_filter_extenders = any(e.spec.is_filter for e in self.extenders)
         self._has_scoring = config.in_tree_scoring or any(e.spec.is_prioritizer for e in self.extenders)
+        self._search = NodeSearch(self.ignored)
         cluster.start(self)
 
     # ---- the cluster watch (ClusterEvents sink; called on any thread) --------------------------------
@@ -572,163 +473,6 @@ class Scheduler:
 
     def _nominated_records(self) -> dict[str, list[PodRecord]]:
         return {node: [x.record for x in pods] for node, pods in self.queue.nominated_nodes().items()}
-
-    def _fits(self, pod: PodRecord, node: NodeState | WorkingNode, nominated: Mapping[str, list[PodRecord]],
-              pods_only: bool = False) -> Status:
-        """``RunFilterPluginsWithNominatedPods``: nominated pods of equal or higher priority count."""
-        extra = [p for p in nominated.get(node.name, ()) if p.priority >= pod.priority and p.uid != pod.uid
-                 and p.uid not in node.pods]
-        if not extra:
-            return run_filters(pod, node, self.ignored, pods_only)
-        work = node if isinstance(node, WorkingNode) else WorkingNode(node)
-        for p in extra:
-            work.add(p)
-        try:
-            return run_filters(pod, work, self.ignored, pods_only)
-        finally:
-            for p in extra:
-                work.remove(p)
-
-    def num_feasible_nodes_to_find(self, num_all: int) -> int:
-        """§4.2: all below 100 nodes; else the (adaptive) percentage, at least 100."""
-        if num_all < MIN_FEASIBLE_NODES_TO_FIND:
-            return num_all
-        pct = self.cfg.percentage_of_nodes_to_score
-        if pct == 0:
-            pct = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-        return max(num_all * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-    def _find_nodes_that_fit(self, pod: PodRecord, snap: Snapshot,
-                             nominated: Mapping[str, list[PodRecord]]) -> tuple[list[NodeState], Diagnosis]:
-        diag = Diagnosis()
-        nnn = pod.nominated_node_name
-        if nnn and snap.get(nnn) is not None:
-            node = snap.nodes[nnn]
-            st = self._fits(pod, node, nominated)
-            if st.ok:
-                try:
-                    survivors = self._extender_filters(pod, [node], diag, snap)
-                except ExtenderError as exc:
-                    log.info("evaluation failed on nominated node %s for %s: %s", nnn, pod.key, exc)
-                    survivors = []
-                if survivors:
-                    diag.evaluated = 1
-                    return survivors, diag
-            else:
-                diag.statuses[nnn] = st
-        nodes = snap.ordered()
-        n = len(nodes)
-        to_find = self.num_feasible_nodes_to_find(n)
-        if self.cfg.one_node_shortcut and not self._has_filter_extenders and not self._has_scoring:
-            to_find = 1
-        feasible: list[NodeState] = []
-        processed = 0
-        for i in range(n):
-            node = nodes[(self._next_start + i) % n]
-            processed += 1
-            st = self._fits(pod, node, nominated)
-            if st.ok:
-                diag.statuses.pop(node.name, None)
-                feasible.append(node)
-                if len(feasible) >= to_find:
-                    break
-            else:
-                diag.statuses[node.name] = st
-                diag.plugins.add(st.plugin)
-        self._next_start = (self._next_start + processed) % n if n else 0
-        diag.evaluated = processed
-        before = len(feasible)
-        feasible = self._extender_filters(pod, feasible, diag, snap)
-        if self.cfg.extender_requeue and len(feasible) != before:
-            diag.plugins.add(q.EXTENDER_PLUGIN)
-        return feasible, diag
-
-    def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
-                          snap: Snapshot) -> list[NodeState]:
-        """``findNodesThatPassExtenders`` (§4.1.6); raises ExtenderError for non-ignorable errors."""
-        for ext in self.extenders:
-            if not feasible:
-                break
-            if not ext.spec.is_interested(pod.raw):
-                continue
-            try:
-                reply = ext.filter(pod.raw, [n.raw for n in feasible])
-            except ExtenderError as exc:
-                if ext.spec.ignorable:
-                    log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
-                    continue
-                raise
-            for name, msg in reply.unresolvable.items():
-                old = diag.statuses.get(name)
-                reasons = (old.reasons if old is not None else ()) + (msg,)
-                diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
-            for name, msg in reply.failed.items():
-                if name in reply.unresolvable:
-                    continue
-                old = diag.statuses.get(name)
-                if old is None:
-                    diag.statuses[name] = Status(Code.UNSCHEDULABLE, (msg,))
-                else:
-                    diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
-            survivors = []
-            for name in reply.names:
-                state = snap.get(name)
-                if state is None and reply.node_objects is not None:
-                    state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
-                if state is not None:
-                    survivors.append(state)
-            kept = {n.name for n in survivors}
-            diag.extender_rejected.update(n.name for n in feasible if n.name not in kept)
-            feasible = survivors
-        return feasible
-
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently."""
-        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in feasible}
-        interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
-        if not interested and not self.cfg.in_tree_scoring:
-            return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
-        if self.cfg.in_tree_scoring:
-            for name, plugin_scores in score_nodes(pod, feasible).items():
-                breakdown[name].update(plugin_scores)
-        raws = [n.raw for n in feasible]
-
-        def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
-            try:
-                prios, weight = ext.prioritize(pod.raw, raws)
-                return ext, prios, weight, ""
-            except ExtenderError as exc:
-                return ext, None, 0, str(exc)
-
-        if len(interested) > 1:
-            results = list(self._executor.map(call, interested))
-        else:
-            results = [call(e) for e in interested]
-        for ext, prios, weight, error in results:
-            if error:
-                log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
-                continue
-            sums: dict[str, int] = {}
-            for hp in prios:
-                sums[hp.host] = sums.get(hp.host, 0) + hp.score * weight * MAX_EXTENDER_SCORE_SCALE
-            for name, row in breakdown.items():
-                if name in sums:
-                    row[f"extender:{ext.name}"] = sums[name]
-        totals = {name: sum(row.values()) for name, row in breakdown.items()}
-        return breakdown, totals
-
-    def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
-        """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
-        best, best_score = rows[0]
-        count = 1
-        for name, score in rows[1:]:
-            if score > best_score:
-                best, best_score, count = name, score, 1
-            elif score == best_score:
-                count += 1
-                if self.rng.randrange(count) == 0:
-                    best = name
-        return best
 
     # ---- failures ---------------------------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
+from extender.framework.batch import Batch, Column, Ints, Rejection, Rows, fits_exactly
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
@@ -85,6 +88,61 @@ class NodeResources:
                     break
         return out
 
+    def filter_batch(self, state: CycleState, pod: PodInfo, batch: Batch) -> list[Rejection] | None:
+        """``filter`` over a batch of candidates in array operations (see
+        ``extender.framework.batch``): per requested resource in the pod's order, among the
+        candidates every earlier resource let through, the ones that lack it - by kind of
+        shortage, each kind one group with ``filter``'s reason and, per node, ``filter``'s own
+        (shared) Status."""
+        wants = [(r, n) for r, n in pod.requests.items() if n > 0]
+        out: list[Rejection] = []
+        if not wants:
+            return out
+        if not fits_exactly(dict(wants)):
+            return None
+        columns, rows = batch.columns, batch.rows
+        if len(wants) == 1:  # the common case: one check settles that every candidate fits
+            column = columns.column(wants[0][0])
+            if column is None:
+                return None
+            # a node that does not offer the resource has allocatable 0, so it never passes this
+            if ((column.allocatable[rows] - column.requested[rows]) >= wants[0][1]).all():
+                return out
+        left = np.arange(len(rows))  # positions every earlier resource let through
+        for resource, need in wants:
+            column = columns.column(resource)
+            if column is None:
+                return None
+            at = rows[left]
+            alloc = column.allocatable[at]
+            offered = column.offered[at]
+            free = alloc - column.requested[at]
+            absent = ~offered
+            exceeds = offered & (alloc < need)
+            short = offered & ~exceeds & (free < need)
+            for mask, lack in ((absent, logic.Lack.ABSENT), (exceeds, logic.Lack.EXCEEDS_ALLOCATABLE),
+                               (short, logic.Lack.INSUFFICIENT)):
+                if mask.any():
+                    out.append(self._rejection(lack, resource, need, left[mask], column, rows))
+            left = left[~(absent | exceeds | short)]
+            if not len(left):
+                break
+        return out
+
+    def _rejection(self, lack: logic.Lack, resource: str, need: int, positions: Rows, column: Column,
+                   rows: Rows) -> Rejection:
+        code = Code.UNSCHEDULABLE if lack is logic.Lack.INSUFFICIENT else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        reason = logic.Shortage(resource, lack, need, 0, None).reason
+        if lack is logic.Lack.ABSENT:
+            st = self._reject(lack, resource, need, 0, None)
+            return Rejection(positions, code, reason, lambda _k: st)
+
+        def status_at(k: int) -> Status:
+            row = rows[k]
+            alloc = int(column.allocatable[row])
+            return self._reject(lack, resource, need, alloc - int(column.requested[row]), alloc)
+        return Rejection(positions, code, reason, status_at)
+
     def _reject(self, lack: logic.Lack, resource: str, need: int, free: int, alloc: int | None) -> Status:
         """Statuses are immutable and nodes repeat the same numbers (full nodes, no devices), so
         one Status per distinct shortage is shared (bounded cache). The numbers decide the kind
@@ -149,6 +207,45 @@ class NodeResources:
             else:
                 out[node.name] = (used if most else alloc - used) * top // alloc
         return out, _OK
+
+    def score_batch(self, state: CycleState, pod: PodInfo, batch: Batch) -> Ints | None:
+        """``score`` over a batch of candidates in array operations: ``logic.allocation_score``'s
+        arithmetic per requested, weighted resource the node offers, weight-averaged; 0 where
+        the pod does not fit or nothing counts."""
+        wants = [(r, need) for r, need in pod.requests.items() if need > 0 and self.weights.get(r, 0) > 0]
+        n = len(batch)
+        if not wants:
+            return np.zeros(n, np.int64)
+        if not fits_exactly(dict(wants)):
+            return None
+        top = logic.MAX_SCORE
+        if len(wants) == 1:  # one resource: its weight cancels out of the average
+            column = batch.columns.column(wants[0][0])
+            if column is None:
+                return None
+            alloc = column.allocatable[batch.rows]
+            used = column.requested[batch.rows] + wants[0][1]
+            fits = (alloc > 0) & (used <= alloc)
+            share = (used if self.most_allocated else alloc - used) * top // np.where(fits, alloc, 1)
+            return np.where(fits, share, 0)
+        total = np.zeros(n, np.int64)
+        weight_sum = np.zeros(n, np.int64)
+        overflow = np.zeros(n, np.bool_)
+        for resource, need in wants:
+            column = batch.columns.column(resource)
+            if column is None:
+                return None
+            weight = self.weights[resource]
+            alloc = column.allocatable[batch.rows]
+            used = column.requested[batch.rows] + need
+            counted = alloc > 0
+            overflow |= counted & (used > alloc)
+            share = (used if self.most_allocated else alloc - used) * top // np.where(counted, alloc, 1)
+            total += np.where(counted, share * weight, 0)
+            weight_sum += np.where(counted, weight, 0)
+        scores = total // np.where(weight_sum > 0, weight_sum, 1)
+        scores[overflow] = 0
+        return scores
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         node = self.handle.snapshot().get(node_name)

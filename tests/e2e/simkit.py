@@ -31,7 +31,8 @@ from extender.config.model import parse_config
 from extender.framework.clock import Clock
 from extender.sim.client import AppTransport, RawResponse, RecordingTransport
 from extender.sim.config import SchedulerConfig
-from extender.sim.scheduler import Scheduler, VirtualClock
+from extender.sim.clocks import VirtualClock
+from extender.sim.scheduler import Scheduler
 
 API = {"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration"}
 

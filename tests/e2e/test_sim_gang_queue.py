@@ -20,7 +20,8 @@ import pytest
 from builders import GPU, make_node, make_pod, make_pod_group
 from simkit import OurServer, virtual_world
 
-from extender.sim.scheduler import CycleRecord, Scheduler
+from extender.sim.records import CycleRecord
+from extender.sim.scheduler import Scheduler
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 MIN_MEMBER = "kube-extender.io/pod-group-min-member"

@@ -12,7 +12,8 @@ from simkit import FakeExtender, only, scheduler_for
 
 from extender.cluster.memory import MemoryCluster
 from extender.sim.client import CallableTransport
-from extender.sim.scheduler import CycleRecord, RealClock
+from extender.sim.clocks import RealClock
+from extender.sim.records import CycleRecord
 
 ENTRY = {"urlPrefix": "http://fake.test/ext", "filterVerb": "filter", "nodeCacheCapable": True}
 

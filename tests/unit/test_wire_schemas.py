@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from builders import make_node, make_pod
 from marshmallow import Schema
@@ -340,7 +341,7 @@ def test_filter_error_reply(message: str, want: str) -> None:
     pytest.param([("node-a", 250), ("node-b", -3)], id="out-of-range-clamped"),
 ])
 def test_prioritize_reply_validates(scores: list[tuple[str, int]]) -> None:
-    reply = wire.prioritize_reply(scores)
+    reply = orjson.loads(orjson.dumps(wire.prioritize_reply(scores)))
     assert isinstance(reply, list) and len(reply) == len(scores)
     for entry, (name, _) in zip(reply, scores):
         _assert_exact_keys(entry, {"Host", "Score"})

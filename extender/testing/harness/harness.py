@@ -19,7 +19,9 @@ from extender.cluster.kube.client import KubeClient
 from extender.config.model import ExtenderConfig, parse_config
 from extender.framework import ledger
 from extender.sim.config import ExtenderSpec, SchedulerConfig
-from extender.sim.scheduler import RealClock, RunSummary, Scheduler
+from extender.sim.clocks import RealClock
+from extender.sim.records import RunSummary
+from extender.sim.scheduler import Scheduler
 from extender.testing.fakeapi import FakeApiServer
 from extender.testing.fakeapi.codec import clone
 from extender.testing.harness.devices import DeviceAccounting

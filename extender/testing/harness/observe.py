@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from extender.framework.resources import pod_requests, resource_list
-from extender.sim.scheduler import CycleRecord
+from extender.sim.records import CycleRecord
 from extender.testing.harness.devices import DeviceAccounting, DeviceLedger
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -1,0 +1,3 @@
+module kube-extender.invalid/go-noop
+
+go 1.22

@@ -1,0 +1,127 @@
+"""Columns: a snapshot's managed-resource capacity as numpy arrays, one row per node.
+
+The batch Filter and Score path (``extender.framework.batch``) reads these instead of one
+NodeInfo per candidate. A ``Columns`` is immutable, like the snapshot it belongs to: the next
+snapshot's columns are this one's arrays copied (a memcpy each: ~1 us per 5,000 nodes) with only
+the changed nodes' rows rewritten (O(changed nodes) Python work). Rows are stable: a node keeps its
+row while it exists; a removed node's row is cleared and its name leaves ``index`` (so lookups of
+it miss), a new node is appended. Adding or removing a node copies the name index (rare next to
+pod changes, which are what the cache sees most).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from extender.framework.batch import EXACT_LIMIT, Column, Ints, Mask, Rows
+from extender.framework.views import NodeInfo
+
+_MINUS_ONE = itertools.repeat(-1)
+
+
+class Columns:
+    """Implements ``extender.framework.batch.NodeColumns``; see the module docstring."""
+
+    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty")
+
+    def __init__(self, names: list[str], index: dict[str, int], alloc: dict[str, Ints], offered: dict[str, Mask],
+                 requested: dict[str, Ints], inexact: frozenset[str]) -> None:
+        self._names = names
+        """Node name by row (a removed node's row keeps its name; ``index`` says which rows hold
+        the snapshot's nodes)."""
+        self.index = index
+        """Node name -> row, for the nodes the snapshot holds."""
+        self._alloc = alloc
+        self._offered = offered
+        self._requested = requested
+        self._inexact = inexact
+        self._empty: Column | None = None
+
+    @classmethod
+    def build(cls, nodes: Iterable[NodeInfo]) -> Columns:
+        """Columns of ``nodes`` (each becomes a row, in order)."""
+        infos = list(nodes)
+        names = [n.name for n in infos]
+        out = cls(names, dict(zip(names, range(len(names)))), {}, {}, {}, frozenset())
+        resources: set[str] = set()
+        for info in infos:
+            resources.update(info.allocatable)
+            resources.update(info.requested)
+        inexact: set[str] = set()
+        for r in resources:
+            alloc = [info.allocatable.get(r) for info in infos]
+            used = [info.requested.get(r, 0) for info in infos]
+            if any(v is not None and not -EXACT_LIMIT < v < EXACT_LIMIT for v in alloc) or \
+                    any(not -EXACT_LIMIT < v < EXACT_LIMIT for v in used):
+                inexact.add(r)
+                continue
+            out._offered[r] = np.array([v is not None for v in alloc], dtype=np.bool_)
+            out._alloc[r] = np.array([v or 0 for v in alloc], dtype=np.int64)
+            out._requested[r] = np.array(used, dtype=np.int64)
+        out._inexact = frozenset(inexact)
+        return out
+
+    def updated(self, changed: Mapping[str, NodeInfo | None]) -> Columns:
+        """These columns with ``changed`` applied (None: the node is gone); self is untouched."""
+        names, index = self._names, self.index
+        added = [n for n, info in changed.items() if info is not None and n not in index]
+        removed = [n for n, info in changed.items() if info is None and n in index]
+        if added or removed:
+            names, index = list(names), dict(index)
+            for n in removed:
+                del index[n]
+            for n in added:
+                index[n] = len(names)
+                names.append(n)
+        grow = len(names) - len(self._names)
+        alloc, offered, requested = {}, {}, {}
+        for r in self._alloc:
+            alloc[r] = np.concatenate((self._alloc[r], np.zeros(grow, np.int64))) if grow else self._alloc[r].copy()
+            offered[r] = (np.concatenate((self._offered[r], np.zeros(grow, np.bool_))) if grow
+                          else self._offered[r].copy())
+            requested[r] = (np.concatenate((self._requested[r], np.zeros(grow, np.int64))) if grow
+                            else self._requested[r].copy())
+        inexact = set(self._inexact)
+        for n in removed:
+            row = self.index[n]
+            for r in alloc:
+                alloc[r][row] = 0
+                offered[r][row] = False
+                requested[r][row] = 0
+        for n, info in changed.items():
+            if info is None:
+                continue
+            row = index[n]
+            for r in set(info.allocatable).union(info.requested).difference(alloc, inexact):
+                alloc[r] = np.zeros(len(names), np.int64)  # a resource seen for the first time
+                offered[r] = np.zeros(len(names), np.bool_)
+                requested[r] = np.zeros(len(names), np.int64)
+            for r in list(alloc):
+                a = info.allocatable.get(r)
+                u = info.requested.get(r, 0)
+                if (a is not None and not -EXACT_LIMIT < a < EXACT_LIMIT) or not -EXACT_LIMIT < u < EXACT_LIMIT:
+                    inexact.add(r)
+                    del alloc[r], offered[r], requested[r]
+                    continue
+                alloc[r][row] = a or 0
+                offered[r][row] = a is not None
+                requested[r][row] = u
+        return Columns(names, index, alloc, offered, requested, frozenset(inexact))
+
+    def rows_of(self, names: Sequence[str]) -> Rows:
+        """Row per name, -1 for a name the snapshot does not hold (one C-level pass)."""
+        return np.fromiter(map(self.index.get, names, _MINUS_ONE), dtype=np.intp, count=len(names))
+
+    def column(self, resource: str) -> Column | None:
+        if resource in self._inexact:
+            return None
+        alloc = self._alloc.get(resource)
+        if alloc is None:
+            if self._empty is None:
+                zeros = np.zeros(len(self._names), np.int64)
+                self._empty = Column(zeros, np.zeros(len(self._names), np.bool_), zeros)
+            return self._empty
+        return Column(alloc, self._offered[resource], self._requested[resource])

@@ -1,0 +1,294 @@
+"""The batch path of filter and prioritize: the candidates as rows of the snapshot's columns.
+
+``filter_names`` and ``score_names`` decide what ``Framework.run_filter`` / ``run_score`` decide
+over the same candidates - the same feasible names in input order, the same Status per rejected
+name, the same scores - but hand each plugin that implements the batch protocol
+(``extender.framework.batch``) all candidates at once, and answer the reply's dicts without a
+Python loop over nodes. Plugins with only the per-node protocol are called per node, in their
+configured place. Candidates the engine must adjust first (capacity held on them against the pod,
+the pod's own reservation) are filtered per node, through ``Framework.run_filter``, on the adjusted
+NodeInfo. ``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence, overload
+
+import numpy as np
+
+from extender.cache.snapshot import Snapshot
+from extender.framework.batch import Batch, Ints, Rejection, Rows
+from extender.framework.cycle_state import CycleState
+from extender.framework.interfaces import MAX_NODE_SCORE
+from extender.framework.status import Code, Status
+from extender.framework.views import NodeInfo, PodInfo
+from extender.runtime.framework import Framework, _crash, _invalid_score
+
+
+def _reply_text(st: Status) -> str:
+    """What the filter reply says for a node rejected with ``st`` (as ``SchedulingCycle.filter`` does)."""
+    return st.reasons[0] if len(st.reasons) == 1 else st.message
+
+
+def _shared(st: Status) -> Callable[[int], Status]:
+    return lambda _position: st
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    positions: Rows
+    code: Code
+    text: str
+    status_at: Callable[[int], Status]
+
+
+class LazyStatuses(Mapping[str, Status]):
+    """Name -> Status of every rejected candidate, made on first use: the reply needs only the
+    grouped texts, and the per-node statuses are read only when someone asks why (explain log,
+    PostFilter, the rejection event)."""
+
+    def __init__(self, names: Sequence[str], groups: list[_Group]) -> None:
+        self._names = names
+        self._groups = groups
+        self._made: dict[str, Status] | None = None
+
+    def _dict(self) -> dict[str, Status]:
+        made = self._made
+        if made is None:
+            made = {}
+            names = self._names
+            for g in self._groups:
+                status_at = g.status_at
+                for k in g.positions.tolist():
+                    made[names[k]] = status_at(k)
+            self._made = made
+        return made
+
+    def __getitem__(self, name: str) -> Status:
+        return self._dict()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+
+@dataclass
+class BatchFilter:
+    """What ``SchedulingCycle.filter`` needs of the Filter phase: ``feasible`` names in input order, every
+    rejected name's Status, and the reply's ``failed`` (UNSCHEDULABLE) and ``unresolvable``
+    name -> text maps."""
+
+    feasible: list[str]
+    rejected: Mapping[str, Status]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+
+
+def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
+    return list(map(names.__getitem__, positions.tolist()))
+
+
+def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str], *,
+                 allowed: frozenset[str] | None, adjusted: set[str], adjust: Callable[[NodeInfo], NodeInfo],
+                 unknown: Status, excluded: Status) -> BatchFilter | None:
+    """The Filter phase over ``names``: an unknown name gets ``unknown``, a name PreFilter left out
+    of ``allowed`` (None: every name) gets ``excluded``, a name in ``adjusted`` is filtered per
+    node on ``adjust(its NodeInfo)``, the rest in batch (see the module docstring). None when a
+    plugin failed or answered an Error: the engine then runs the per-node path, which reports
+    the failure as it always does (that path is the one place errors are handled)."""
+    columns = snapshot.columns()
+    rows = columns.rows_of(names)
+    n = len(names)
+    groups: list[_Group] = []
+    decided = np.zeros(n, dtype=np.bool_)  # rejected, or filtered per node (adjusted)
+    rejected = np.zeros(n, dtype=np.bool_)
+
+    def add(positions: Rows, code: Code, text: str, status_at: Callable[[int], Status]) -> None:
+        if len(positions):
+            groups.append(_Group(positions, code, text, status_at))
+            decided[positions] = True
+            rejected[positions] = True
+
+    def add_statuses(positions: Sequence[int], statuses: Sequence[Status]) -> None:
+        """Per-node verdicts, grouped by the (shared) Status objects plugins return."""
+        by: dict[int, tuple[Status, list[int]]] = {}
+        for k, st in zip(positions, statuses):
+            by.setdefault(id(st), (st, []))[1].append(k)
+        for st, ks in by.values():
+            add(np.array(ks, dtype=np.intp), st.code, _reply_text(st), _shared(st))
+
+    missing = rows < 0
+    if missing.any():
+        add(np.flatnonzero(missing), unknown.code, _reply_text(unknown), _shared(unknown))
+    if allowed is not None:
+        out = np.flatnonzero(~missing & ~np.isin(rows, columns.rows_of(list(allowed))))
+        add(out, excluded.code, _reply_text(excluded), _shared(excluded))
+    if adjusted:
+        special = np.flatnonzero(~decided & np.isin(rows, columns.rows_of(list(adjusted))))
+        if len(special):
+            get = snapshot.getter()
+            infos = []
+            for k in special.tolist():
+                info = get(names[k])
+                assert info is not None  # its row is known
+                infos.append(adjust(info))
+            result = fw.run_filter(state, pod, infos)
+            if any(st.code is Code.ERROR for st in result.rejected.values()):
+                return None
+            rejected_special = [(k, result.rejected[info.name]) for k, info in zip(special.tolist(), infos)
+                                if info.name in result.rejected]
+            add_statuses([k for k, _ in rejected_special], [st for _, st in rejected_special])
+            decided[special] = True  # the feasible ones too: no batch plugin looks at them again
+    live = np.flatnonzero(~decided)
+    plugins = [p for p in fw.filter_plugins if p.name not in state.skip_filter]
+    get = snapshot.getter()
+    for p in plugins:
+        if not len(live):
+            break
+        t0 = time.perf_counter()
+        try:
+            found: list[Rejection] | None = None
+            batch_method = getattr(p, "filter_batch", None)
+            if batch_method is not None:
+                found = batch_method(state, pod, Batch(columns, rows[live]))
+            if found is not None:
+                for r in found:
+                    add(live[r.positions], r.code, r.reason, _at(r.status_at, live))
+            else:
+                statuses = []
+                positions = []
+                for k in live.tolist():
+                    info = get(names[k])
+                    assert info is not None
+                    st = p.filter(state, pod, info)
+                    if st.code is not Code.SUCCESS:
+                        positions.append(k)
+                        statuses.append(st if st.plugin == p.name else st.with_plugin(p.name))
+                add_statuses(positions, statuses)
+        except Exception:  # noqa: BLE001 - the per-node path fails the same way and reports it
+            return None
+        finally:
+            fw._observe(p.name, "Filter", time.perf_counter() - t0)
+        live = live[~decided[live]]
+    if any(g.code is Code.ERROR for g in groups):
+        return None
+    feasible = names.copy() if not groups else _names_at(names, np.flatnonzero(~rejected))
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for g in groups:
+        where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+        where.update(dict.fromkeys(_names_at(names, g.positions), g.text))
+    return BatchFilter(feasible, LazyStatuses(names, groups), failed, unresolvable)
+
+
+def _at(status_at: Callable[[int], Status], live: Rows) -> Callable[[int], Status]:
+    """A plugin's ``status_at`` (positions in its batch, ``live``) as one taking request
+    positions (``live`` is ascending)."""
+    return lambda k: status_at(int(np.searchsorted(live, k)))
+
+
+def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                names: list[str]) -> tuple[Ints, Status]:
+    """``Framework.run_score`` over the known names of ``names``, as one int64 array aligned
+    with ``names`` (0 for names the snapshot does not hold), or an error status."""
+    columns = snapshot.columns()
+    rows = columns.rows_of(names)
+    known = np.flatnonzero(rows >= 0)
+    all_known = len(known) == len(names)
+    batch = Batch(columns, rows if all_known else rows[known])
+    nodes_made: list[list[NodeInfo]] = []
+
+    def nodes() -> list[NodeInfo]:
+        if not nodes_made:
+            get = snapshot.getter()
+            nodes_made.append([get(name) for name in (names if all_known else _names_at(names, known))])  # type: ignore[misc]
+        return nodes_made[0]
+
+    for pre in fw.pre_score_plugins:
+        try:
+            st = pre.pre_score(state, pod, nodes())
+        except Exception as exc:  # noqa: BLE001
+            return np.zeros(0, np.int64), _crash(pre.name, "PreScore", exc)
+        if st.code is Code.SKIP:
+            state.skip_score.add(pre.name)
+        elif not st.ok:
+            return np.zeros(0, np.int64), st.with_plugin(pre.name)
+    weighted: list[tuple[Ints, int]] = []
+    for p, weight in fw.score_plugins:
+        if p.name in state.skip_score:
+            continue
+        t0 = time.perf_counter()
+        try:
+            scores = None
+            batch_method = getattr(p, "score_batch", None)
+            if batch_method is not None and getattr(p, "normalize_score", None) is None:
+                scores = batch_method(state, pod, batch)
+                if scores is not None and len(scores) and (scores.min() < 0 or scores.max() > MAX_NODE_SCORE):
+                    scores = None  # out of range: let the per-node path name the culprit
+            if scores is None:
+                ordered = nodes()
+                by_name, st = Framework._plugin_scores(p, state, pod, ordered)
+                if not st.ok:
+                    return np.zeros(0, np.int64), st
+                invalid = _invalid_score(p.name, by_name, dict.fromkeys(n.name for n in ordered))
+                if invalid is not None:
+                    return np.zeros(0, np.int64), invalid
+                scores = np.fromiter(map(by_name.__getitem__, (n.name for n in ordered)), np.int64, len(ordered))
+        except Exception as exc:  # noqa: BLE001
+            return np.zeros(0, np.int64), _crash(p.name, "Score", exc)
+        finally:
+            fw._observe(p.name, "Score", time.perf_counter() - t0)
+        weighted.append((scores, weight))
+    weight_sum = sum(weight for _, weight in weighted)  # as Framework's weighted average:
+    if not weight_sum:
+        total = np.zeros(len(batch), np.int64)  # no weight, no score
+    elif len(weighted) == 1:
+        total = weighted[0][0]  # one plugin: its scores as they are
+    else:
+        total = np.zeros(len(batch), np.int64)
+        for scores, weight in weighted:
+            total += scores * weight
+        total //= weight_sum
+    if all_known:
+        return total, Status()
+    out = np.zeros(len(names), np.int64)
+    out[known] = total
+    return out, Status()
+
+
+class Priorities(Sequence[tuple[str, int]]):
+    """What prioritize answers: (name, score 0..100) per candidate, in input order - held as the
+    names and one int64 array (``scores``), so the reply is made from the array (see
+    ``extender.api.wire.prioritize_reply``) without a tuple per node."""
+
+    def __init__(self, names: Sequence[str], scores: Ints) -> None:
+        self.names = names
+        self.scores = scores
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[str, int]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[str, int]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[str, int] | list[tuple[str, int]]:
+        if isinstance(i, slice):
+            return list(zip(self.names[i], self.scores[i].tolist()))
+        return self.names[i], int(self.scores[i])
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self.names, self.scores.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Priorities({list(self)!r})"

@@ -1,0 +1,248 @@
+"""Where a pod goes: the node-choosing steps of the emulated scheduling cycle (§4.1-§4.4).
+
+``Placement`` is the part of :class:`~extender.sim.scheduler.Scheduler` that, given a pod and the
+cycle's snapshot, finds the nodes that pass the in-tree filters (from a rotating start until
+``numFeasibleNodesToFind``, nominated pods counted; ``extender.sim.search`` answers for most
+nodes at once), runs the extender filter chain over them, scores the survivors (in-tree scores
+and every interested extender's prioritize) and picks the host. It reads the scheduler's
+configuration, extenders, seeded random source and node search, declared below; the scheduler
+owns them and the rest of the cycle (queue, assume, binding, failures, preemption).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from extender.framework.status import Code, Status
+from extender.sim import queue as q
+from extender.sim.cache import NodeState, PodRecord, Snapshot
+from extender.sim.client import ExtenderError, HTTPExtender
+from extender.sim.config import SchedulerConfig
+from extender.sim.filters import WorkingNode, run_filters, score_nodes
+from extender.sim.records import Diagnosis
+from extender.sim.search import NodeSearch
+
+log = logging.getLogger("extender.sim")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
+_PASSED = Status()
+
+
+class Placement:
+    """Mixed into ``Scheduler``; see the module docstring."""
+
+    cfg: SchedulerConfig
+    extenders: list[HTTPExtender]
+    ignored: frozenset[str]
+    rng: random.Random
+    _next_start: int
+    _search: NodeSearch
+    _executor: ThreadPoolExecutor
+    _has_filter_extenders: bool
+    _has_scoring: bool
+
+    def _fits(self, pod: PodRecord, node: NodeState | WorkingNode, nominated: Mapping[str, list[PodRecord]],
+              pods_only: bool = False) -> Status:
+        """``RunFilterPluginsWithNominatedPods``: nominated pods of equal or higher priority count."""
+        extra = [p for p in nominated.get(node.name, ()) if p.priority >= pod.priority and p.uid != pod.uid
+                 and p.uid not in node.pods]
+        if not extra:
+            return run_filters(pod, node, self.ignored, pods_only)
+        work = node if isinstance(node, WorkingNode) else WorkingNode(node)
+        for p in extra:
+            work.add(p)
+        try:
+            return run_filters(pod, work, self.ignored, pods_only)
+        finally:
+            for p in extra:
+                work.remove(p)
+
+    def num_feasible_nodes_to_find(self, num_all: int) -> int:
+        """§4.2: all below 100 nodes; else the (adaptive) percentage, at least 100."""
+        if num_all < MIN_FEASIBLE_NODES_TO_FIND:
+            return num_all
+        pct = self.cfg.percentage_of_nodes_to_score
+        if pct == 0:
+            pct = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+        return max(num_all * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+    def _find_nodes_that_fit(self, pod: PodRecord, snap: Snapshot,
+                             nominated: Mapping[str, list[PodRecord]]) -> tuple[list[NodeState], Diagnosis]:
+        diag = Diagnosis()
+        nnn = pod.nominated_node_name
+        if nnn and snap.get(nnn) is not None:
+            node = snap.nodes[nnn]
+            st = self._fits(pod, node, nominated)
+            if st.ok:
+                try:
+                    survivors = self._extender_filters(pod, [node], diag, snap)
+                except ExtenderError as exc:
+                    log.info("evaluation failed on nominated node %s for %s: %s", nnn, pod.key, exc)
+                    survivors = []
+                if survivors:
+                    diag.evaluated = 1
+                    return survivors, diag
+            else:
+                diag.statuses[nnn] = st
+        nodes = snap.ordered()
+        n = len(nodes)
+        to_find = self.num_feasible_nodes_to_find(n)
+        if self.cfg.one_node_shortcut and not self._has_filter_extenders and not self._has_scoring:
+            to_find = 1
+        feasible: list[NodeState] = []
+        processed = 0
+        known = self._search_order(pod, nodes, nominated, to_find)
+        steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
+        # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
+        checked = range(n) if known is None else [i for i, sure in enumerate(known) if not sure]
+        end = n if known is None else len(known)
+        taken = 0
+        for i in (*checked, end):
+            run = steps[taken:min(i, taken + to_find - len(feasible))]
+            if run and diag.statuses:
+                for node in run:
+                    diag.statuses.pop(node.name, None)
+            feasible += run
+            processed = taken + len(run)
+            if len(feasible) >= to_find or i == end:
+                break
+            node = steps[i]
+            processed = i + 1
+            taken = i + 1
+            st = self._fits(pod, node, nominated)
+            if st.ok:
+                diag.statuses.pop(node.name, None)
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                diag.statuses[node.name] = st
+                diag.plugins.add(st.plugin)
+        self._next_start = (self._next_start + processed) % n if n else 0
+        diag.evaluated = processed
+        before = len(feasible)
+        feasible = self._extender_filters(pod, feasible, diag, snap)
+        if self.cfg.extender_requeue and len(feasible) != before:
+            diag.plugins.add(q.EXTENDER_PLUGIN)
+        return feasible, diag
+
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], nominated: Mapping[str, list[PodRecord]],
+                      to_find: int) -> list[bool] | None:
+        """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
+        up to the last it can need - the one where the ``to_find``-th node known to pass is found,
+        else the last node - whether the node is known to pass every in-tree filter (``NodeSearch``;
+        a node with nominated pods counted against ``pod`` is not known: ``_fits`` decides it, as
+        it does every node that fails, whose Status the diagnosis needs). None when the columns
+        cannot tell: every node then goes through ``_fits``."""
+        search = self._search
+        search.sync(nodes)
+        passing = search.passing(pod)
+        if passing is None:
+            return None
+        n = len(nodes)
+        for name, extra in nominated.items():
+            row = search.row_of(name)
+            if row is not None and any(p.priority >= pod.priority and p.uid != pod.uid for p in extra):
+                passing[row] = False
+        steps = (np.arange(n) + self._next_start) % n
+        known = passing[steps]
+        hits = np.flatnonzero(known)
+        last = int(hits[to_find - 1]) if len(hits) >= to_find else n - 1
+        flags: list[bool] = known[: last + 1].tolist()
+        return flags
+
+    def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
+                          snap: Snapshot) -> list[NodeState]:
+        """``findNodesThatPassExtenders`` (§4.1.6); raises ExtenderError for non-ignorable errors."""
+        for ext in self.extenders:
+            if not feasible:
+                break
+            if not ext.spec.is_interested(pod.raw):
+                continue
+            try:
+                reply = ext.filter(pod.raw, [n.raw for n in feasible], [n.name for n in feasible])
+            except ExtenderError as exc:
+                if ext.spec.ignorable:
+                    log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
+                    continue
+                raise
+            for name, msg in reply.unresolvable.items():
+                old = diag.statuses.get(name)
+                reasons = (old.reasons if old is not None else ()) + (msg,)
+                diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+            for name, msg in reply.failed.items():
+                if name in reply.unresolvable:
+                    continue
+                old = diag.statuses.get(name)
+                if old is None:
+                    diag.statuses[name] = Status(Code.UNSCHEDULABLE, (msg,))
+                else:
+                    diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
+            survivors = []
+            for name in reply.names:
+                state = snap.get(name)
+                if state is None and reply.node_objects is not None:
+                    state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
+                if state is not None:
+                    survivors.append(state)
+            kept = {n.name for n in survivors}
+            diag.extender_rejected.update(n.name for n in feasible if n.name not in kept)
+            feasible = survivors
+        return feasible
+
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently."""
+        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in feasible}
+        interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
+        if not interested and not self.cfg.in_tree_scoring:
+            return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
+        if self.cfg.in_tree_scoring:
+            in_tree = self._search.scores(pod, feasible)
+            for name, plugin_scores in (in_tree if in_tree is not None else score_nodes(pod, feasible)).items():
+                breakdown[name].update(plugin_scores)
+        raws = [n.raw for n in feasible]
+        names = [n.name for n in feasible]
+
+        def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
+            try:
+                prios, weight = ext.prioritize(pod.raw, raws, names)
+                return ext, prios, weight, ""
+            except ExtenderError as exc:
+                return ext, None, 0, str(exc)
+
+        if len(interested) > 1:
+            results = list(self._executor.map(call, interested))
+        else:
+            results = [call(e) for e in interested]
+        for ext, prios, weight, error in results:
+            if error:
+                log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
+                continue
+            sums: dict[str, int] = {}
+            for hp in prios:
+                sums[hp.host] = sums.get(hp.host, 0) + hp.score * weight * MAX_EXTENDER_SCORE_SCALE
+            for name, row in breakdown.items():
+                if name in sums:
+                    row[f"extender:{ext.name}"] = sums[name]
+        totals = {name: sum(row.values()) for name, row in breakdown.items()}
+        return breakdown, totals
+
+    def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
+        """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
+        best, best_score = rows[0]
+        count = 1
+        for name, score in rows[1:]:
+            if score > best_score:
+                best, best_score, count = name, score, 1
+            elif score == best_score:
+                count += 1
+                if self.rng.randrange(count) == 0:
+                    best = name
+        return best

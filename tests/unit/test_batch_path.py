@@ -1,0 +1,138 @@
+"""The batch path (columns, ``extender.runtime.batch``) decides exactly what the per-node path
+decides: over random clusters, pods and candidate lists, filter's feasible names, reply maps,
+error and every rejected node's Status (code, reasons, plugin, detail), and prioritize's scores,
+are equal with ``SchedulingCycle.batch`` on and off. Profiles mix batch plugins (NodeResources) with a
+per-node one (DeviceShare); nominated pods hold capacity on some nodes (filtered per node on the
+adjusted NodeInfo); candidate lists repeat names and name nodes the extender does not know."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import cluster_objects, make_node, make_pod
+from conftest import config_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+from extender.framework.status import Status
+from extender.runtime.engine import Engine
+
+GPU, FPGA = "example.com/gpu", "vendor.io/fpga"
+
+PROFILES = {
+    "binpack": [],
+    "spread, weighted": [{"name": "NodeResources", "args": {"scoringStrategy": {
+        "type": "LeastAllocated", "resources": [{"name": GPU, "weight": 3}, {"name": FPGA, "weight": 1}]}}}],
+    "gpu weight only": [{"name": "NodeResources", "args": {"scoringStrategy": {
+        "type": "MostAllocated", "resources": [{"name": FPGA, "weight": 2}]}}}],
+}
+
+amount = st.one_of(st.none(), st.integers(0, 8).map(str), st.sampled_from(["500m", "1500m", "0"]))
+
+
+@st.composite
+def clusters(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes, pods = [], []
+    for i in range(draw(st.integers(1, 12))):
+        name = f"n{i}"
+        offered = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
+        nodes.append(make_node(name).alloc(**offered).obj())
+        for j in range(draw(st.integers(0, 3))):
+            asks = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
+            pods.append(make_pod(f"r{i}-{j}").req(**asks).node(name).obj())
+        if draw(st.booleans()) and draw(st.booleans()):  # capacity held for a nominated pod
+            held = make_pod(f"nominee-{i}").req(gpu=draw(st.integers(1, 3))).priority(draw(st.sampled_from([0, 100])))
+            raw = held.obj()
+            raw["status"]["nominatedNodeName"] = name
+            pods.append(raw)
+    return nodes, pods
+
+
+@st.composite
+def requests(draw: Any) -> dict[str, Any]:
+    asks = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
+    return make_pod("p").req(**asks).priority(draw(st.sampled_from([0, 50, 100]))).obj()
+
+
+def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str,
+            device_share: bool) -> tuple[Engine, Engine]:
+    plugins = {"multiPoint": {"enabled": [{"name": "DeviceShare"}]}} if device_share else {"multiPoint": {"enabled": []}}
+    out = []
+    for batch in (True, False):
+        config = config_of(managedResources=[{"name": GPU}, {"name": FPGA}],
+                           profiles=[{"schedulerName": "default-scheduler", "plugins": plugins,
+                                      "pluginConfig": PROFILES[profile]}])
+        app = create_app(config, source=MemoryCluster(cluster_objects(nodes, pods)), clock=FakeClock(),
+                         background=False)
+        engine = app.extensions["kube_extender"].engine
+        engine.scheduling.batch = batch
+        out.append(engine)
+    return out[0], out[1]
+
+
+def statuses(engine: Engine, key: str) -> dict[str, tuple[Any, ...]]:
+    verdict = (engine.explain.get(key) or {})["filter"]
+    return {name: _fields(s) for name, s in verdict.rejected.items()}
+
+
+def _fields(s: Status) -> tuple[Any, ...]:
+    return s.code, s.reasons, s.plugin, s.detail_text
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), pod=requests(), profile=st.sampled_from(sorted(PROFILES)), device_share=st.booleans(),
+       data=st.data())
+def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod: dict[str, Any], profile: str,
+                                                               device_share: bool, data: Any) -> None:
+    nodes, pods = cluster
+    known = [n["metadata"]["name"] for n in nodes]
+    names = data.draw(st.lists(st.sampled_from([*known, "ghost"]), max_size=20), label="candidates")
+    fast, slow = engines(nodes, pods, profile, device_share)
+
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
+    assert statuses(fast, "default/p") == statuses(slow, "default/p")
+
+    for asked in (a.feasible, names):  # as kube-scheduler asks, and nodes where the pod does not fit
+        assert list(fast.prioritize(pod, asked)) == list(slow.prioritize(pod, asked))
+
+
+def test_columns_follow_the_cache_node_by_node() -> None:
+    """After binds, deletions and a node leaving and coming back, the columns the batch path reads
+    equal columns built afresh from the snapshot."""
+    nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(4)]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("r").req(gpu=1).node("n0").obj()]))
+    app = create_app(config_of(), source=cluster, clock=FakeClock(), background=False)
+    cache = app.extensions["kube_extender"].cache
+    cache.snapshot().columns()  # the base later columns are updated from
+    cluster.add_pod(make_pod("s").req(gpu=2).node("n1").obj())
+    cluster.delete_pod("default", "r")
+    cluster.delete_node("n2")
+    cluster.add_node(make_node("n9").alloc(gpu=8).obj())
+    cluster.add_node(make_node("n2").alloc(gpu=2).obj())
+    snap = cache.snapshot()
+    updated = snap.columns()
+    from extender.cache.columns import Columns
+    fresh = Columns.build(snap)
+    rows_u, rows_f = updated.rows_of(["n0", "n1", "n2", "n3", "n9"]), fresh.rows_of(["n0", "n1", "n2", "n3", "n9"])
+    assert (rows_u >= 0).all() and (rows_f >= 0).all()
+    cu, cf = updated.column(GPU), fresh.column(GPU)
+    assert cu is not None and cf is not None
+    for a, b in ((cu.allocatable, cf.allocatable), (cu.offered, cf.offered), (cu.requested, cf.requested)):
+        assert a[rows_u].tolist() == b[rows_f].tolist()
+    assert updated.rows_of(["gone"]).tolist() == [-1]
+
+
+def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
+    """A node offering more than int64 columns hold exactly (here 10**14 GPUs, 10**17 milli-units)
+    is decided with Python ints, the same with the batch path on."""
+    nodes = [make_node("huge").alloc(gpu=10**14).obj(), make_node("small").alloc(gpu=2).obj()]
+    pods = [make_pod("r").req(gpu=1).node("small").obj()]
+    fast, slow = engines(nodes, pods, "binpack", device_share=False)
+    pod = make_pod("p").req(gpu=2).obj()
+    a, b = fast.filter(pod, ["huge", "small"]), slow.filter(pod, ["huge", "small"])
+    assert a.feasible == b.feasible == ["huge"] and a.failed == b.failed == {"small": "Insufficient example.com/gpu"}
+    assert list(fast.prioritize(pod, ["huge", "small"])) == list(slow.prioritize(pod, ["huge", "small"]))
