@@ -4,15 +4,17 @@ server, the extender killed and failed over, elastic quotas on both namespaces, 
 API server's objects alone.
 
     python benchmarks/soak.py                      # 10,000 pods, 2 replicas as processes (several minutes)
-    python benchmarks/soak.py --quick              # 600 pods, a kill and a hand-over (about a minute)
+    python benchmarks/soak.py --quick              # 600 pods, kills, a hand-over, tides (about 2 minutes)
     python benchmarks/soak.py --pods 3000 --seed 7 --in-process --log soak.log
 
 Runs ``extender.testing.harness.soak`` (see its docstring for the deployment, the workload, the
 faults and the checks) and prints the figures: pods by kind and outcome, gangs by outcome and how
-long they stayed partly bound, faults injected by kind (each counted once it hit a request),
-extender kills (mid-bind), hand-overs, restarts and failovers, scheduling cycles and bind
-failures, API requests per client, run time, and every violation found (the first 20 of each
-kind). Exit status 1 on any violation, on a run that did not resolve every feasible pod, or on
+long they stayed partly bound, quotas (pods evicted to reclaim lent quota, each namespace's peak
+beyond its min, how long a namespace under its min waited while the other borrowed, the tides'
+reclaim pods' time from creation to Binding), faults injected by kind (each counted once it hit
+a request), extender kills (mid-bind), hand-overs, restarts and failovers, scheduling cycles and
+bind failures, API requests per client, run time, and every violation found (the first 20 of
+each kind). Exit status 1 on any violation, on a run that did not resolve every feasible pod, or on
 a failed action; else 0.
 """
 
@@ -76,7 +78,8 @@ def _print(result: SoakResult, wall: float) -> None:
     print(f"quotas: {result.quota_evictions} pods evicted to reclaim lent quota; borrowed at most "
           + ", ".join(f"{ns} {n} GPUs beyond its min" for ns, n in sorted(result.borrowed_peak.items())))
     print(f"  {len(waits)} stretches under min with pending demand while others borrowed: "
-          + (f"p50 {_p50(waits):.2f} s, max {waits[-1]:.2f} s" if waits else "-"))
+          + (f"p50 {_p50(waits):.2f} s, max {waits[-1]:.2f} s ({result.longest_reclaim[1]} from "
+             f"{result.longest_reclaim[2]:.1f} s)" if waits else "-"))
     print(f"  tides' reclaim pods, created to bound ({len(binds)}): "
           + (f"p50 {_p50(binds):.2f} s, max {binds[-1]:.2f} s" if binds else "-"))
     print(f"\nfaults injected ({sum(result.faults.values())}): "
@@ -105,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         logging.disable(logging.CRITICAL)
     spec = SoakSpec(pods=args.pods, nodes=args.nodes, arrival_rate=args.arrival_rate, fault_rate=args.fault_rate,
-                    kill_every=args.kill_every, handover_every=args.handover_every, tide_every=args.tide_every, processes=not args.in_process,
-                    seed=args.seed)
+                    kill_every=args.kill_every, handover_every=args.handover_every, tide_every=args.tide_every,
+                    processes=not args.in_process, seed=args.seed)
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     print(f"spec: {dataclasses.asdict(spec)}")
     start = time.monotonic()

@@ -111,6 +111,8 @@ class SoakResult:
     """Per completed group: seconds from its first to its ``minMember``-th Binding."""
     reclaim_seconds: list[float]
     """Per stretch of a namespace waiting under its ``min`` while others borrowed: its length."""
+    longest_reclaim: tuple[float, str, float]
+    """The longest of those stretches: (seconds, namespace, start in seconds of the run)."""
     quota_evictions: int
     """Pods the extender evicted to reclaim lent quota."""
     reclaim_bind_seconds: list[float]
@@ -160,6 +162,8 @@ class _QuotaWatch:
         self.pending: dict[str, tuple[str, int]] = {}
         self.waiting_since: dict[str, float] = {}
         self.stretches: list[float] = []
+        self.longest: tuple[float, str, float] = (0.0, "", 0.0)
+        """The longest stretch: (seconds, namespace, start)."""
         self.borrowed_peak = {ns: 0 for ns in self.quotas}
         self.violations: list[str] = []
 
@@ -208,6 +212,7 @@ class _QuotaWatch:
     def end(self, ns: str, since: float, now: float) -> None:
         del self.waiting_since[ns]
         self.stretches.append(now - since)
+        self.longest = max(self.longest, (now - since, ns, since))
         if now - since > RECLAIM_WITHIN:
             self.violations.append(f"{since:.2f}s {ns}: under its min with pending demand while others borrowed, "
                                    f"for {now - since:.1f}s")
@@ -598,7 +603,7 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     errors = [f"{label}: {type(exc).__name__}: {exc}" for label, exc in h.action_errors] + soak.errors
     return SoakResult(spec, reason, duration, outcomes, soak.faults_hit(), soak.kills, soak.kills_mid_bind,
                       soak.handovers, soak.restarts, soak.failovers, violations, groups, sorted(partial),
-                      sorted(soak.quota.stretches), quota_evictions, reclaim_bind, dict(soak.quota.borrowed_peak),
+                      sorted(soak.quota.stretches), soak.quota.longest, quota_evictions, reclaim_bind, dict(soak.quota.borrowed_peak),
                       len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
 
 
