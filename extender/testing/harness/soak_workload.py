@@ -28,7 +28,7 @@ a GPU's memory and compute are not under quota.
   preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, CapacityQuota's
   PostFilter for shares and over quota);
 * tides (every ``tide_every`` seconds, the namespaces taking turns): ``borrow`` pods, 1-2 whole
-  GPUs each and ``batch``, up to nearly the tide namespace's ``max``, running ``tide_hold``
+  GPUs each and ``batch``, ``tide_borrow`` of the tide namespace's ``max`` in all, running ``tide_hold``
   seconds, while the other namespace is quiet (every job of the first ``tide_delay`` seconds is
   the tide namespace's) - it borrows most of what the other leaves unused; ``tide_delay`` seconds
   later ``reclaim`` pods of the other namespace (1-2 GPUs, ``batch``, half its ``min`` in all,
@@ -114,12 +114,15 @@ class SoakSpec:
     scheduler_delay: float = 0.02
     extender_delay: float = 0.05
     jitter: float = 0.05
-    tide_every: float = 40.0
+    tide_every: float = 60.0
     """Seconds between tides (0: none), the first after ``tide_delay``."""
     tide_delay: float = 5.0
     """Seconds from a tide's borrowers to the other namespace's demand."""
     tide_hold: tuple[float, float] = (35.0, 45.0)
     """Runtime of a tide's borrowers."""
+    tide_borrow: float = 0.5
+    """What a tide's borrowers ask in all, as a share of their namespace's ``max`` (more, with
+    the background jobs, fills the cluster for the whole hold and the backlog never drains)."""
     stall_timeout: float = 60.0
     timeout: float = 3600.0
     seed: int = 0
@@ -214,7 +217,7 @@ def build_workload(spec: SoakSpec) -> list[Job]:
         if t >= next_tide:
             borrower, lender = NAMESPACES[tides % 2], NAMESPACES[1 - tides % 2]
             tide = [Job("borrow", t, [pod], rng.uniform(*spec.tide_hold))
-                    for pod in gpu_pods("borrow", borrower, limits[borrower][1] * 7 // 8)]
+                    for pod in gpu_pods("borrow", borrower, int(limits[borrower][1] * spec.tide_borrow))]
             tide += [Job("reclaim", t + spec.tide_delay, [pod], rng.uniform(*spec.runtime))
                      for pod in gpu_pods("reclaim", lender, limits[lender][0] // 2)]
             jobs += tide
