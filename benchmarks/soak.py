@@ -14,8 +14,8 @@ beyond its min, how long a namespace under its min waited while the other borrow
 reclaim pods' time from creation to Binding), faults injected by kind (each counted once it hit
 a request), extender kills (mid-bind), hand-overs, restarts and failovers, scheduling cycles and
 bind failures, API requests per client, run time, and every violation found (the first 20 of
-each kind). Exit status 1 on any violation, on a run that did not resolve every feasible pod, or on
-a failed action; else 0.
+each kind). Exit status 1 on any violation, on a run that did not resolve every feasible pod, or
+on a failed action; else 0.
 """
 
 from __future__ import annotations
@@ -34,14 +34,16 @@ from extender.testing.harness.soak import SoakResult, SoakSpec, run_soak
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="600 pods on 8 nodes, a kill every 20 s, a hand-over every 30 s, a tide every 12 s")
+    p.add_argument("--quick", action="store_true",
+                   help="600 pods on 8 nodes, a kill every 20 s, a hand-over every 30 s, a tide every 12 s")
     p.add_argument("--pods", type=int, default=10_000)
     p.add_argument("--nodes", type=int, default=SoakSpec.nodes)
     p.add_argument("--arrival-rate", type=float, default=SoakSpec.arrival_rate, help="pods per second")
     p.add_argument("--fault-rate", type=float, default=SoakSpec.fault_rate, help="API faults injected per second")
     p.add_argument("--kill-every", type=float, default=SoakSpec.kill_every, help="seconds between leader kills (0: none)")
     p.add_argument("--tide-every", type=float, default=SoakSpec.tide_every,
-                   help="seconds between quota tides: one namespace borrows, the other wants its min back (0: none)")
+                   help="seconds between quota tides: one namespace borrows, the other wants its min back "
+                        "(0: none)")
     p.add_argument("--handover-every", type=float, default=SoakSpec.handover_every,
                    help="seconds between clean hand-overs (0: none)")
     p.add_argument("--in-process", action="store_true", help="replicas in this process (no SIGKILL: a kill fences it)")

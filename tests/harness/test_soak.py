@@ -15,8 +15,8 @@ from extender.testing.harness.soak import VIOLATION_KINDS, SoakSpec, run_soak
 SMALL = SoakSpec(pods=160, nodes=6, runtime=(0.5, 2.0), kill_every=5.0, restart_after=2.0, handover_every=11.0,
                  fault_rate=2.0, stall_timeout=30.0, timeout=150.0, tide_every=0.0, seed=3)
 TIDE = SoakSpec(pods=90, nodes=4, arrival_rate=15.0, runtime=(0.5, 2.0), kill_every=8.0, restart_after=2.0,
-                handover_every=0.0, fault_rate=1.0, tide_every=30.0, tide_delay=2.0, tide_hold=(10.0, 12.0), tide_borrow=0.875,
-                stall_timeout=30.0, timeout=120.0, seed=5)
+                handover_every=0.0, fault_rate=1.0, tide_every=30.0, tide_delay=2.0, tide_hold=(10.0, 12.0),
+                tide_borrow=0.875, stall_timeout=30.0, timeout=120.0, seed=5)
 
 
 @pytest.mark.slow

@@ -603,7 +603,8 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     errors = [f"{label}: {type(exc).__name__}: {exc}" for label, exc in h.action_errors] + soak.errors
     return SoakResult(spec, reason, duration, outcomes, soak.faults_hit(), soak.kills, soak.kills_mid_bind,
                       soak.handovers, soak.restarts, soak.failovers, violations, groups, sorted(partial),
-                      sorted(soak.quota.stretches), soak.quota.longest, quota_evictions, reclaim_bind, dict(soak.quota.borrowed_peak),
+                      sorted(soak.quota.stretches), soak.quota.longest, quota_evictions, reclaim_bind,
+                      dict(soak.quota.borrowed_peak),
                       len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
 
 

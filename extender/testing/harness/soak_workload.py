@@ -28,13 +28,15 @@ a GPU's memory and compute are not under quota.
   preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, CapacityQuota's
   PostFilter for shares and over quota);
 * tides (every ``tide_every`` seconds, the namespaces taking turns): ``borrow`` pods, 1-2 whole
-  GPUs each and ``batch``, ``tide_borrow`` of the tide namespace's ``max`` in all, running ``tide_hold``
-  seconds, while the other namespace is quiet (every job of the first ``tide_delay`` seconds is
-  the tide namespace's) - it borrows most of what the other leaves unused; ``tide_delay`` seconds
-  later ``reclaim`` pods of the other namespace (1-2 GPUs, ``batch``, half its ``min`` in all,
-  running like plain pods) want their guarantee back. Their priority is the borrowers': only
-  reclaim by quota may evict for them, and the borrowers outlive :data:`RECLAIM_WITHIN
-  <extender.testing.harness.soak.RECLAIM_WITHIN>` so waiting them out would fail the check;
+  GPUs each and ``batch``, ``tide_borrow`` of the tide namespace's ``max`` in all, running
+  ``tide_hold`` seconds, while the other namespace is quiet (every job of the first
+  ``tide_delay`` seconds is the tide namespace's) - it borrows much of what the other leaves
+  unused; ``tide_delay`` seconds later ``reclaim`` pods of the other namespace (1-2 GPUs,
+  ``batch``, half its ``min`` in all, running like plain pods) want their guarantee back. Their
+  priority is the borrowers': only reclaim by quota may evict for them (gated ones at admission,
+  ungated ones when kube-scheduler passes the extender a node it then rejects - see
+  CapacityQuota's README, "Limit"), and the borrowers outlive :data:`RECLAIM_WITHIN
+  <extender.testing.harness.soak.RECLAIM_WITHIN>`, so waiting them out would fail the check;
 * ``infeasible``: pods no node can ever hold (9 GPUs, a share larger than a device) and gangs
   with fewer members than their ``minMember`` (gated or not), which must stay Pending and say why.
 
