@@ -4,7 +4,9 @@ kube-scheduler and two kube-extender processes over a faulty API server, one of 
 mid-bind and restarted, a clean hand-over, leader failovers. Only invariants are asserted, all
 checked from the API server's objects: never a node or a device over capacity, never an
 allocation on an unbound pod, every pod still Pending says why, every gang all or nothing, never
-a victim of equal or higher priority, and every pod that can run was resolved."""
+a victim of equal or higher priority (but for reclaim from another namespace), never a namespace
+over its quota's max nor kept from its min for long, and every pod that can run was resolved.
+A second small run is one quota tide, which must reclaim by eviction."""
 
 from __future__ import annotations
 
