@@ -330,13 +330,13 @@ class Reservations:
         (``index``: node -> row, ``size`` rows), for the batch Filter: per resource, the requests
         of the placeholders that count, summed per row - claimed slots included -; and the
         (node, claimer) of the claimed slots among them: where the claimer is already accounted,
-        ``held_on`` does not count its slot, so such a node must be judged per node. None when some live reservation that counts against ``pod``
-        concerns it (it is a member, or a slot was planned for or claimed by it: which slots
-        count then depends on the slot) or an amount is out of the columns' exact range: judge
-        every held node per node. Lock-free like ``held_on``; a reservation's rows are updated with
-        the slots placed or gone since (``HeldRows.updated``) and the sums made again only when
-        the reservations that count or their rows changed, so this costs O(reservations + claimed
-        slots) plus what changed."""
+        ``held_on`` does not count its slot, so such a node must be judged per node. None when
+        some live reservation that counts against ``pod`` concerns it (it is a member, or a slot
+        was planned for or claimed by it: which slots count then depends on the slot) or an
+        amount is out of the columns' exact range: judge every held node per node. Lock-free
+        like ``held_on``; a reservation's rows are updated with the slots placed or gone since
+        (``HeldRows.updated``) and the sums made again only when the reservations that count or
+        their rows changed, so this costs O(reservations + claimed slots) plus what changed."""
         now = self.clock.monotonic()
         counted: list[HeldRows] = []
         claims: list[tuple[str, str]] = []

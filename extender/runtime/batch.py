@@ -8,7 +8,8 @@ Python loop over nodes. Plugins with only the per-node protocol are called per n
 configured place. Capacity held on candidates against the pod comes in as columns with the held
 amounts added (``held``): batch plugins see it there, per-node plugins on the adjusted NodeInfo.
 Candidates the engine must adjust in a way columns do not say (the pod's own reservation, holds
-judged per node) are filtered per node, through ``Framework.run_filter``, on the adjusted NodeInfo. ``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
+judged per node) are filtered per node, through ``Framework.run_filter``, on the adjusted
+NodeInfo. ``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
 """
 
 from __future__ import annotations

@@ -129,12 +129,13 @@ class SchedulingCycle(VerbContext):
             info = info.without_pod(pod.uid, next(self._simulated))
         return self.queue.with_held(info, pod) if info.name in held else info
 
-    def _held_columns(self, pod: PodInfo, snapshot: Snapshot) -> tuple[Columns | None, AbstractSet[str]]:
-        """The snapshot's columns with the capacity the queue holds against ``pod`` added (the batch Filter
-        counts it there instead of adjusting each held node), and the held nodes still to be
-        adjusted one by one (``HeldCapacity.held_amounts``); (None, every held node) when the
-        holds must all be judged per node. The shifted columns are reused while the holds and
-        the columns are the same objects."""
+    def _held_columns(self, pod: PodInfo, snapshot: Snapshot,
+                      held: set[str]) -> tuple[Columns | None, AbstractSet[str]]:
+        """The snapshot's columns with the capacity the queue holds against ``pod`` added (the
+        batch Filter counts it there instead of adjusting each of the ``held`` nodes), and the
+        held nodes still to be adjusted one by one (``HeldCapacity.held_amounts``); (None,
+        ``held``) when the holds must all be judged per node. The shifted columns are reused
+        while the holds and the columns are the same objects."""
         columns = snapshot.columns()
 
         def accounted(node: str) -> Container[str]:
@@ -143,7 +144,7 @@ class SchedulingCycle(VerbContext):
 
         found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted)
         if found is None:
-            return None, self.queue.held_nodes()
+            return None, held
         amounts, exact = found
         if not amounts:
             return columns, exact
@@ -188,7 +189,7 @@ class SchedulingCycle(VerbContext):
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             if self.batch:  # the columnar path (extender.runtime.batch); None: per node below
-                columns, exact = self._held_columns(pod, snapshot) if held else (None, held)
+                columns, exact = self._held_columns(pod, snapshot, held) if held else (None, held)
                 batch = filter_names(fw, state, pod, snapshot, node_names, allowed=allowed,
                                      adjusted=exact | {own_node} if own_node else exact,
                                      adjust=lambda info: self._adjusted(info, pod, own_node, held),

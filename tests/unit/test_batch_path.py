@@ -154,7 +154,8 @@ def test_reservations_count_alike_in_both_paths(data: Any) -> None:
     for i in range(data.draw(st.integers(1, 5), label="nodes")):
         nodes.append(make_node(f"n{i}").alloc(gpu=data.draw(st.integers(0, 6))).obj())
         for j in range(data.draw(st.integers(0, 2))):
-            pods.append(make_pod(f"r{i}-{j}").uid(f"uid-r{i}-{j}").req(gpu=data.draw(st.integers(0, 2))).node(f"n{i}").obj())
+            gpus = data.draw(st.integers(0, 2))
+            pods.append(make_pod(f"r{i}-{j}").uid(f"uid-r{i}-{j}").req(gpu=gpus).node(f"n{i}").obj())
     pod = make_pod("p").uid("uid-p").req(gpu=data.draw(st.integers(1, 3))).priority(
         data.draw(st.sampled_from([0, 50, 100]))).obj()
     held = data.draw(holds(len(nodes)), label="reservations")
