@@ -97,11 +97,6 @@ class Gang:
             return spec.min_member
         return self._needed(group, pod, self._members(group))
 
-    def _assigned_others(self, group: Group, pod: PodInfo) -> int:
-        """Members other than ``pod`` on a node (bound or assumed), from the cache's counts."""
-        me = self.handle.group_member(*group, pod.uid)
-        return self.handle.group_count(*group).assigned - (me is not None and me.assigned)
-
     def _bound_members(self, group: Group) -> BoundMembers:
         def is_bound(uid: str) -> bool:
             state = self.handle.group_member(*group, uid)
@@ -172,7 +167,10 @@ class Gang:
         needed = self._size(group, pod)
         if needed is None:
             return None, self._undefined(group)
-        placed = self._assigned_others(group, pod)
+        # read before the members (to plan, or to free claims): a member leaving after it changes
+        # ``count.left`` again, so a look that missed it is made again
+        count, me = self.handle.group_count(*group), self.handle.group_member(*group, pod.uid)
+        placed = count.assigned - (me is not None and me.assigned)  # other members on a node
         if placed >= needed or not pod.requests:  # complete, or nothing of ours to hold
             return None, Status()
         owner = self._owner(group)
@@ -181,22 +179,20 @@ class Gang:
         def plan_and_claim() -> tuple[str | None, Status]:
             node = None
             for _ in range(2):  # a second round after dropping a plan that no longer fits
-                # read before the members: a member leaving after it changes it again
-                left = self.handle.group_count(*group).left
                 if self.reservations.get(owner) is None:
                     st = self._plan(owner, group, pod, self._members(group), needed - placed, candidates, snapshot)
                     if not st.ok:
                         return None, st
                     for gone in [o for o in self._claims_checked if self.reservations.get(o) is None]:
                         del self._claims_checked[gone]  # what ended since the last plan
-                    self._claims_checked[owner] = left
-                elif self._claims_checked.get(owner) != left:
+                    self._claims_checked[owner] = count.left
+                elif self._claims_checked.get(owner) != count.left:
                     # slots claimed by members gone meanwhile go to whoever comes next (only
                     # looked for when a member left, or a pod not known as a member claimed)
                     keep = {m.uid for m in self._members(group)} | {pod.uid}
                     self.reservations.unclaim_except(owner, keep)
-                    self._claims_checked[owner] = left
-                if self.handle.group_member(*group, pod.uid) is None:
+                    self._claims_checked[owner] = count.left
+                if me is None:
                     self._claims_checked.pop(owner, None)  # its claim is checked by the next member
                 node = self.reservations.claim(owner, pod.uid, prefer=offered, requests=pod.requests)
                 info = snapshot.get(node) if node is not None and node in offered else None
