@@ -12,6 +12,7 @@ owns them and the rest of the cycle (queue, assume, binding, failures, preemptio
 from __future__ import annotations
 
 import logging
+import operator
 import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
@@ -24,7 +25,7 @@ from extender.sim.cache import NodeState, PodRecord, Snapshot
 from extender.sim.client import ExtenderError, HTTPExtender
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import WorkingNode, run_filters, score_nodes
-from extender.sim.records import Diagnosis
+from extender.sim.records import Diagnosis, ScoreTable
 from extender.sim.search import NodeSearch
 
 log = logging.getLogger("extender.sim")
@@ -197,18 +198,23 @@ class Placement:
             feasible = survivors
         return feasible
 
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently."""
-        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in feasible}
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[ScoreTable, list[int]]:
+        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
+        Returns the scores and each feasible node's total, in ``feasible``'s order."""
+        names = [n.name for n in feasible]
         interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
         if not interested and not self.cfg.in_tree_scoring:
-            return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
+            ones = [1] * len(names)
+            return ScoreTable(names, [("default", ones)]), ones
+        columns: list[tuple[str, Sequence[int | None]]] = []
         if self.cfg.in_tree_scoring:
-            in_tree = self._search.scores(pod, feasible)
-            for name, plugin_scores in (in_tree if in_tree is not None else score_nodes(pod, feasible)).items():
-                breakdown[name].update(plugin_scores)
+            in_tree = self._search.score_columns(pod, feasible)
+            if in_tree is None:
+                rows = score_nodes(pod, feasible)
+                plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
+                in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
+            columns += in_tree
         raws = [n.raw for n in feasible]
-        names = [n.name for n in feasible]
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
             try:
@@ -225,14 +231,19 @@ class Placement:
             if error:
                 log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
                 continue
+            scale = weight * MAX_EXTENDER_SCORE_SCALE
             sums: dict[str, int] = {}
             for hp in prios:
-                sums[hp.host] = sums.get(hp.host, 0) + hp.score * weight * MAX_EXTENDER_SCORE_SCALE
-            for name, row in breakdown.items():
-                if name in sums:
-                    row[f"extender:{ext.name}"] = sums[name]
-        totals = {name: sum(row.values()) for name, row in breakdown.items()}
-        return breakdown, totals
+                sums[hp.host] = sums.get(hp.host, 0) + hp.score * scale
+            columns.append((f"extender:{ext.name}", [sums.get(name) for name in names]))
+        table = ScoreTable(names, columns)
+        plugins = [plugin for plugin, _ in columns]
+        if len(set(plugins)) < len(plugins):  # a repeated name: only its last column is in the rows
+            return table, [sum(table[name].values()) for name in names]
+        totals = [0] * len(names)
+        for _, values in columns:
+            totals = list(map(operator.add, totals, [0 if v is None else v for v in values]))
+        return table, totals
 
     def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
         """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""

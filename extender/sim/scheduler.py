@@ -461,8 +461,9 @@ class Scheduler(Placement):
             host = feasible[0].name
         else:
             scores, totals = self._prioritize(pod, feasible)
-            record.scores, record.totals = scores, totals
-            host = self._select_host([(n.name, totals[n.name]) for n in feasible])
+            rows = list(zip(record.feasible, totals))
+            record.scores, record.totals = scores, dict(rows)
+            host = self._select_host(rows)
         record.outcome, record.node = "scheduled", host
         self._append_cycle(record)
         with self._cond:

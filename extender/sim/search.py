@@ -170,6 +170,15 @@ class NodeSearch:
         """``filters.score_nodes(pod, nodes)`` in array operations, the same node -> plugin ->
         weighted score; None when the columns cannot say (a node not of the synced snapshot,
         amounts beyond float64's exact integers)."""
+        columns = self.score_columns(pod, nodes)
+        if columns is None:
+            return None
+        plugins = [plugin for plugin, _ in columns]
+        return {n.name: dict(zip(plugins, row)) for n, row in zip(nodes, zip(*(values for _, values in columns)))}
+
+    def score_columns(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, list[int]]] | None:
+        """:meth:`scores` as (plugin, weighted score of each of ``nodes``) in ``score_nodes``'s
+        plugin order - what a cycle needs without a dict per node; None as for :meth:`scores`."""
         rows = [self._index.get(n.name, -1) for n in nodes]
         if not self.usable or any(r < 0 or self.nodes[r] is not n for r, n in zip(rows, nodes)):
             return None
@@ -205,12 +214,10 @@ class NodeSearch:
         taint_scores = _normalize(taints[at], reverse=True)
         affinity_scores = _normalize(affinity[at], reverse=False)
         w = SCORE_WEIGHTS
-        return {n.name: {"NodeResourcesFit": a, "NodeResourcesBalancedAllocation": b, "TaintToleration": c,
-                         "NodeAffinity": d}
-                for n, a, b, c, d in zip(nodes, (least * w["NodeResourcesFit"]).tolist(),
-                                         (balanced * w["NodeResourcesBalancedAllocation"]).tolist(),
-                                         (taint_scores * w["TaintToleration"]).tolist(),
-                                         (affinity_scores * w["NodeAffinity"]).tolist())}
+        return [("NodeResourcesFit", (least * w["NodeResourcesFit"]).tolist()),
+                ("NodeResourcesBalancedAllocation", (balanced * w["NodeResourcesBalancedAllocation"]).tolist()),
+                ("TaintToleration", (taint_scores * w["TaintToleration"]).tolist()),
+                ("NodeAffinity", (affinity_scores * w["NodeAffinity"]).tolist())]
 
     def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
         key = _constraints(pod)
