@@ -174,21 +174,25 @@ class Placement:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
                     continue
                 raise
+            fresh: dict[tuple[Code, str], Status] = {}  # one per code and message: immutable, so shared
             for name, msg in reply.unresolvable.items():
                 old = diag.statuses.get(name)
-                reasons = (old.reasons if old is not None else ()) + (msg,)
-                diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+                if old is None:
+                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                else:
+                    diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, old.reasons + (msg,))
             for name, msg in reply.failed.items():
                 if name in reply.unresolvable:
                     continue
                 old = diag.statuses.get(name)
                 if old is None:
-                    diag.statuses[name] = Status(Code.UNSCHEDULABLE, (msg,))
+                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE, msg)
                 else:
                     diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
             survivors = []
+            states = snap.nodes
             for name in reply.names:
-                state = snap.get(name)
+                state = states.get(name)
                 if state is None and reply.node_objects is not None:
                     state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                 if state is not None:
@@ -257,3 +261,12 @@ class Placement:
                 if self.rng.randrange(count) == 0:
                     best = name
         return best
+
+
+def _shared(made: dict[tuple[Code, str], Status], code: Code, message: str) -> Status:
+    """``Status(code, (message,))``, made once per ``made`` (an extender's reply names hundreds
+    of nodes with a handful of messages)."""
+    st = made.get((code, message))
+    if st is None:
+        st = made[(code, message)] = Status(code, (message,))
+    return st
