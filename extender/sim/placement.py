@@ -102,8 +102,7 @@ class Placement:
         known = self._search_order(pod, nodes, nominated, to_find)
         steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
-        checked = range(n) if known is None else [i for i, sure in enumerate(known) if not sure]
-        end = n if known is None else len(known)
+        checked, end = (range(n), n) if known is None else known
         taken = 0
         for i in (*checked, end):
             run = steps[taken:min(i, taken + to_find - len(feasible))]
@@ -135,13 +134,13 @@ class Placement:
         return feasible, diag
 
     def _search_order(self, pod: PodRecord, nodes: list[NodeState], nominated: Mapping[str, list[PodRecord]],
-                      to_find: int) -> list[bool] | None:
+                      to_find: int) -> tuple[list[int], int] | None:
         """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
         up to the last it can need - the one where the ``to_find``-th node known to pass is found,
-        else the last node - whether the node is known to pass every in-tree filter (``NodeSearch``;
-        a node with nominated pods counted against ``pod`` is not known: ``_fits`` decides it, as
-        it does every node that fails, whose Status the diagnosis needs). None when the columns
-        cannot tell: every node then goes through ``_fits``."""
+        else the last node - the steps whose node is not known to pass every in-tree filter
+        (``NodeSearch``; a node with nominated pods counted against ``pod`` is not known: ``_fits``
+        decides it, as it does every node that fails, whose Status the diagnosis needs), and the
+        number of steps. None when the columns cannot tell: every node then goes through ``_fits``."""
         search = self._search
         search.sync(nodes)
         passing = search.passing(pod)
@@ -156,8 +155,8 @@ class Placement:
         known = passing[steps]
         hits = np.flatnonzero(known)
         last = int(hits[to_find - 1]) if len(hits) >= to_find else n - 1
-        flags: list[bool] = known[: last + 1].tolist()
-        return flags
+        unsure: list[int] = np.flatnonzero(~known[: last + 1]).tolist()
+        return unsure, last + 1
 
     def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
                           snap: Snapshot) -> list[NodeState]:
@@ -168,7 +167,8 @@ class Placement:
             if not ext.spec.is_interested(pod.raw):
                 continue
             try:
-                reply = ext.filter(pod.raw, [n.raw for n in feasible], [n.name for n in feasible])
+                sent = [n.name for n in feasible]
+                reply = ext.filter(pod.raw, [n.raw for n in feasible], sent)
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
@@ -197,8 +197,7 @@ class Placement:
                     state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                 if state is not None:
                     survivors.append(state)
-            kept = {n.name for n in survivors}
-            diag.extender_rejected.update(n.name for n in feasible if n.name not in kept)
+            diag.extender_rejected.update(set(sent).difference([n.name for n in survivors]))
             feasible = survivors
         return feasible
 
