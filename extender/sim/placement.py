@@ -99,7 +99,7 @@ class Placement:
             to_find = 1
         feasible: list[NodeState] = []
         processed = 0
-        known = self._search_order(pod, nodes, nominated, to_find)
+        known = self._search_order(pod, nodes, snap.order, nominated, to_find)
         steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
         checked, end = (range(n), n) if known is None else known
@@ -133,8 +133,8 @@ class Placement:
             diag.plugins.add(q.EXTENDER_PLUGIN)
         return feasible, diag
 
-    def _search_order(self, pod: PodRecord, nodes: list[NodeState], nominated: Mapping[str, list[PodRecord]],
-                      to_find: int) -> tuple[list[int], int] | None:
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], order: tuple[str, ...],
+                      nominated: Mapping[str, list[PodRecord]], to_find: int) -> tuple[list[int], int] | None:
         """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
         up to the last it can need - the one where the ``to_find``-th node known to pass is found,
         else the last node - the steps whose node is not known to pass every in-tree filter
@@ -142,7 +142,7 @@ class Placement:
         decides it, as it does every node that fails, whose Status the diagnosis needs), and the
         number of steps. None when the columns cannot tell: every node then goes through ``_fits``."""
         search = self._search
-        search.sync(nodes)
+        search.sync(nodes, order)
         passing = search.passing(pod)
         if passing is None:
             return None

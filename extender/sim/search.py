@@ -56,6 +56,7 @@ class NodeSearch:
         self.ignored = ignored
         self.nodes: list[NodeState] = []
         self._names: list[str] = []
+        self._order: tuple[str, ...] | None = None
         self.usable = True
         self._index: dict[str, int] = {}
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
@@ -68,15 +69,18 @@ class NodeSearch:
         """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
         node affinity weight (the node-only score inputs)."""
 
-    def sync(self, nodes: Sequence[NodeState]) -> None:
+    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
         new order or a changed node object rebuilds what depends on it (as does any change while
-        an out-of-range amount keeps the columns off: it may be gone)."""
+        an out-of-range amount keeps the columns off: it may be gone). ``order``: the nodes' names
+        as the snapshot holds them - the same tuple is the same order, so the names need no
+        comparing."""
         old = self.nodes
-        names = list(map(_NAME, nodes))
-        if names != self._names or not self.usable:
-            self._build(nodes)
-            return
+        if order is None or order is not self._order or not self.usable:
+            self._order = order
+            if list(map(_NAME, nodes)) != self._names or not self.usable:
+                self._build(nodes)
+                return
         changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
         if not len(changed):
             return
