@@ -241,7 +241,7 @@ class Placement:
             columns.append((f"extender:{ext.name}", [sums.get(name) for name in names]))
         table = ScoreTable(names, columns)
         plugins = [plugin for plugin, _ in columns]
-        if len(set(plugins)) < len(plugins):  # a repeated name: only its last column is in the rows
+        if len(set(plugins)) < len(plugins):  # a repeated name: the rows hold what its later columns left
             return table, [sum(table[name].values()) for name in names]
         totals = [0] * len(names)
         for _, values in columns:

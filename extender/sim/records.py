@@ -23,7 +23,8 @@ class ScoreTable(Mapping[str, Mapping[str, int]]):
     (``None``: the plugin - an extender that left the node out of its reply - has no score for
     that node, and the node's row has no such key). The per-node dicts are built on first read:
     most cycles' scores are never read, and building them cost more than scoring. A plugin named
-    twice keeps its last column, as writing the rows one plugin after the other would."""
+    twice: a later column's values replace an earlier one's, as writing the rows one plugin after
+    the other would."""
 
     __slots__ = ("_names", "_columns", "_rows")
 
