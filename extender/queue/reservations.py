@@ -65,8 +65,9 @@ class Reservation:
     slots: dict[str, Slot] = field(default_factory=dict)
     placed: list[tuple[int, Slot]] = field(default_factory=list, repr=False)
     """Every slot placed (+1) and gone (-1), in order: ``HeldRows`` apply what is new to them."""
-    planned: dict[str, int] = field(default_factory=dict, repr=False)
-    """Live slots per UID they were planned for."""
+    planned: dict[str, dict[str, Slot]] = field(default_factory=dict, repr=False)
+    """Live slots per UID they were planned for (slot uid -> slot, in the order placed): a
+    member's claim finds its own without scanning every slot."""
     claims: dict[str, Slot] = field(default_factory=dict, repr=False)
     """The slot each claimer holds."""
 
@@ -74,17 +75,17 @@ class Reservation:
         self.slots[slot.uid] = slot
         self.placed.append((1, slot))
         if slot.planned_for:
-            self.planned[slot.planned_for] = self.planned.get(slot.planned_for, 0) + 1
+            self.planned.setdefault(slot.planned_for, {})[slot.uid] = slot
 
     def _gone(self, slot: Slot) -> None:
         del self.slots[slot.uid]
         self.placed.append((-1, slot))
         self._claim(slot, None)
-        left = self.planned.get(slot.planned_for, 0) - 1
-        if left > 0:
-            self.planned[slot.planned_for] = left
-        else:
-            self.planned.pop(slot.planned_for, None)
+        mine = self.planned.get(slot.planned_for)
+        if mine is not None:
+            mine.pop(slot.uid, None)
+            if not mine:
+                del self.planned[slot.planned_for]
 
     def _claim(self, slot: Slot, uid: str | None) -> None:
         if slot.claimed_by is not None:
@@ -215,16 +216,18 @@ class Reservations:
             res = self._live(owner)
             if res is None:
                 return None
-            mine = None
-            free: list[Slot] = []
-            for slot in res.slots.values():
-                if slot.claimed_by == uid:
-                    mine = slot
-                elif slot.claimed_by is None and (prefer is None or slot.node in prefer) and (
-                        slot.planned_for == uid or requests is None or slot.placeholder.requests == requests):
-                    free.append(slot)
-            pick = next((s for s in free if s.planned_for == uid), free[0] if free else None)
-            if mine is not None and (pick is None or prefer is None or mine.node in prefer):
+            mine = res.claims.get(uid)
+            if mine is not None and (prefer is None or mine.node in prefer):
+                return mine.node
+            # the first unclaimed slot (in the order placed) planned for it, else sized like
+            # ``requests``, in ``prefer``: its planned slots are looked up, the rest scanned
+            pick = next((s for s in res.planned.get(uid, {}).values()
+                         if s.claimed_by is None and (prefer is None or s.node in prefer)), None)
+            if pick is None:
+                pick = next((s for s in res.slots.values() if s.claimed_by is None
+                             and (prefer is None or s.node in prefer)
+                             and (requests is None or s.placeholder.requests == requests)), None)
+            if mine is not None and pick is None:
                 return mine.node
             if pick is None:
                 return None
