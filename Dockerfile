@@ -1,7 +1,7 @@
 # The kube-extender image, the one the Helm chart deploys. `make image` builds it with docker,
 # podman or buildah, tagged ghcr.io/kube-extender/kube-extender:<package version>:
 #
-#   docker build -t ghcr.io/kube-extender/kube-extender:0.2.0 .
+#   docker build -t ghcr.io/kube-extender/kube-extender:0.3.0 .
 #
 # Build arguments:
 #   BASE_IMAGE           any image with python3 3.11+ and its venv module on PATH, used by both
@@ -55,6 +55,6 @@ EXPOSE 8888
 # The chart runs `command: [kube-extender]` with its own `args: [serve, ...]`. Without arguments
 # the image serves the embedded demo cluster on every address of the container (loopback, the
 # default outside a container, cannot be reached through a published port):
-#   docker run --rm -p 8888:8888 ghcr.io/kube-extender/kube-extender:0.2.0
+#   docker run --rm -p 8888:8888 ghcr.io/kube-extender/kube-extender:0.3.0
 ENTRYPOINT ["kube-extender"]
 CMD ["serve", "--host", "0.0.0.0"]

@@ -5,4 +5,4 @@ this package runs the scheduling framework's extension points over a cluster cac
 ``extender.app.create_app`` for the wiring and ``extender.framework`` for the plugin API.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -35,7 +35,9 @@ thread-safe; ``assume`` checks and assumes atomically.
 
 Beside the state machine, under the same lock: the numbered change log queueing hints and nudges
 read (``extender.cache.changes``), the label indexes that find a pod group's members
-(``extender.cache.labels``), and the pod change fan-out the queue's nominator follows
+(``extender.cache.labels``), the pod groups' member counts (``extender.cache.group_counts``,
+brought up to date by every change to what is stored for a pod: upserts, deletions, assumes,
+forgets and expiries), and the pod change fan-out the queue's nominator follows
 (``on_pod_change``).
 """
 
@@ -49,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from extender.cache.changes import ChangeLog
+from extender.cache.group_counts import GroupCounts
 from extender.cache.labels import LabelIndex
 from extender.cache.pod_groups import StoredObject, trim_pod_group, without_rv
 from extender.cache.snapshot import Snapshot
@@ -57,7 +60,7 @@ from extender.framework.clock import Clock
 from extender.framework.disruption import Budget
 from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.events import Change, ClusterEvent
-from extender.framework.pod_group import PodGroupSpec
+from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
 
@@ -106,6 +109,7 @@ class ClusterCache:
         self._snapshot = Snapshot()
         self._changes = ChangeLog()
         self._labels = LabelIndex()
+        self._groups = GroupCounts()
         self._synced = threading.Event()
         self._sync_listeners: list[Callable[[], None]] = []
         self._pod_listeners: list[Callable[[str, PodInfo | None], None]] = []
@@ -244,8 +248,10 @@ class ClusterCache:
             displaced = self._pending.get(info.key)  # another pod of that name (re-created)
             self._apply_pod(info)
             self._reindex(info.uid, info.namespace, info.key, [*before, info.labels])
+            self._regroup(info.uid, info.key)
             if displaced is not None and displaced.uid != info.uid:
                 self._reindex(displaced.uid, displaced.namespace, displaced.key, [displaced.labels])
+                self._regroup(displaced.uid, displaced.key)
             self._announce(info.uid, info)
         self._deliver()
         return info
@@ -322,8 +328,9 @@ class ClusterCache:
             if state is not None:
                 self._release(state.info)
                 gone.append(state.info)
-            if self._labels:
-                for u in {uid, *(p.uid for p in gone)} - {""}:
+            for u in {uid, *(p.uid for p in gone)} - {""}:
+                self._regroup(u, key)
+                if self._labels:
                     seen = [p.labels for p in gone if p.uid == u]
                     if isinstance(labels, Mapping):  # the deleted object's own labels
                         seen.append(labels)
@@ -361,6 +368,7 @@ class ClusterCache:
             self._labels.add(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
             self._account(info)
+            self._regroup(pod.uid, pod.key)
             return Status()
 
     def finish_binding(self, uid: str) -> None:
@@ -383,6 +391,7 @@ class ClusterCache:
                 return False
             del self._pods[uid]
             self._release(state.info)
+            self._regroup(uid, state.info.key)
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:
@@ -400,6 +409,7 @@ class ClusterCache:
                 del self._assumed[uid]
                 del self._pods[uid]
                 self._release(state.info)
+                self._regroup(uid, state.info.key)
                 expired.append(state.info)
             self._expired.extend(expired)
             if len(self._expired) > 10_000:  # nobody drains them on a follower: keep the newest
@@ -590,12 +600,33 @@ class ClusterCache:
         """Make the label indexes agree with pod ``uid`` (``key``) as it is stored now: the one
         ``pods_labelled`` would find it by (its accounted PodInfo, else its pending one) - lock
         held; see ``LabelIndex.reindex``."""
-        if not self._labels:
-            return
+        if self._labels:
+            self._labels.reindex(uid, namespace, key, self._current(uid, key), before)
+
+    def _current(self, uid: str, key: str) -> PodInfo | None:
+        """What is stored for pod ``uid`` (``key``): its accounted PodInfo, else its pending one
+        (lock held)."""
         state = self._pods.get(uid)
+        if state is not None:
+            return state.info
         pending = self._pending.get(key)
-        current = state.info if state is not None else (pending if pending is not None and pending.uid == uid else None)
-        self._labels.reindex(uid, namespace, key, current, before)
+        return pending if pending is not None and pending.uid == uid else None
+
+    def _regroup(self, uid: str, key: str) -> None:
+        """Bring the pod groups' counts up to date with what is stored for pod ``uid`` now (lock
+        held)."""
+        self._groups.update(uid, self._current(uid, key))
+
+    def group_count(self, namespace: str, name: str) -> GroupCount:
+        """The counts of pod group ``namespace/name``'s members - the pods ``pods_labelled``
+        finds by its label -: O(1), kept current by every change."""
+        with self._lock:
+            return self._groups.count(namespace, name)
+
+    def group_member(self, namespace: str, name: str, uid: str) -> MemberState | None:
+        """Pod ``uid`` as a member of that group (None when it is not one)."""
+        with self._lock:
+            return self._groups.member(namespace, name, uid)
 
     def pods_labelled(self, namespace: str, key: str, value: str) -> list[PodInfo]:
         """Pods (pending, assumed or bound) of ``namespace`` whose label ``key`` is ``value``.

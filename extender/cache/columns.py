@@ -111,6 +111,27 @@ class Columns:
                 requested[r][row] = u
         return Columns(names, index, alloc, offered, requested, frozenset(inexact))
 
+    @property
+    def size(self) -> int:
+        """Rows (the snapshot's nodes and the cleared rows of removed ones)."""
+        return len(self._names)
+
+    def with_requested(self, extra: Mapping[str, Ints]) -> Columns:
+        """These columns with ``extra`` (per resource, an amount per row, within the exact range)
+        added to what is requested: capacity held on the nodes, as the batch Filter counts it.
+        The other arrays are shared; self is untouched."""
+        alloc, offered, requested = dict(self._alloc), dict(self._offered), dict(self._requested)
+        for r, amounts in extra.items():
+            if r in self._inexact:
+                continue
+            if r not in requested:  # held, but no node offers or requests it
+                alloc[r] = np.zeros(len(self._names), np.int64)
+                offered[r] = np.zeros(len(self._names), np.bool_)
+                requested[r] = amounts
+            else:
+                requested[r] = requested[r] + amounts
+        return Columns(self._names, self.index, alloc, offered, requested, self._inexact)
+
     def rows_of(self, names: Sequence[str]) -> Rows:
         """Row per name, -1 for a name the snapshot does not hold (one C-level pass)."""
         return np.fromiter(map(self.index.get, names, _MINUS_ONE), dtype=np.intp, count=len(names))

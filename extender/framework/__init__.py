@@ -22,13 +22,13 @@ from extender.framework.interfaces import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN
                                            PostBindPlugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin,
                                            PreemptionPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
                                            QueueSortPlugin, QuotaReporter, ReservePlugin, ScorePlugin, Victim)
-from extender.framework.pod_group import GROUP_LABEL, PodGroupSpec, group_of
+from extender.framework.pod_group import GROUP_LABEL, GroupCount, MemberState, PodGroupSpec, group_of
 from extender.framework.registration import ArgsError, PluginSpec, no_args, schema_parser
 from extender.framework.resources import QuantityError, format_milli, milli, parse_quantity
 from extender.framework.status import SKIP, SUCCESS, Code, PluginError, Status
 from extender.framework.views import NodeInfo, PodInfo
 
-API_VERSION = "1.1"
+API_VERSION = "1.2"
 """The plugin API's version, ``MAJOR.MINOR``: MINOR grows when names or optional methods are
 added (a plugin written for 1.0 runs on 1.3), MAJOR when a name goes or a contract changes (a
 plugin must be checked against the new one). A plugin may refuse to load on a MAJOR it does not
@@ -43,7 +43,7 @@ __all__ = [
     # what plugins see
     "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
     "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
-    "QuotaSpec",
+    "GroupCount", "MemberState", "QuotaSpec",
     # extension points
     "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
     "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",

@@ -11,7 +11,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Proto
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework.pod_group import PodGroupSpec
+from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 
@@ -85,6 +85,11 @@ class WaitingPodView(Protocol):
 
 
 class WaitingPodsView(Protocol):
+    @property
+    def left(self) -> int:
+        """Grows whenever a pod leaves the room: while it is unchanged, every pod seen in the
+        room is still there (a plugin need not look it up again). Added in API 1.2."""
+
     def get(self, uid: str) -> WaitingPodView | None: ...
 
     def __iter__(self) -> Iterator[WaitingPodView]: ...
@@ -174,6 +179,16 @@ class Handle(Protocol):
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         """Pods the extender follows (pending, assumed or bound) in ``namespace`` carrying all of
         ``labels``."""
+
+    def group_count(self, namespace: str, name: str) -> GroupCount:
+        """How many of the pods ``find_pods(namespace, {GROUP_LABEL: name})`` would return there
+        are, are on a node and are bound, and a mark of the last time one left: kept current by
+        the cache as pods change (assumes, forgets and expiries included), so it costs O(1)
+        whatever the group's size. Added in API 1.2."""
+
+    def group_member(self, namespace: str, name: str, uid: str) -> MemberState | None:
+        """Pod ``uid`` as a member of that group (None when it is not one): O(1). Added in API
+        1.2."""
 
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:
         """Have kube-scheduler retry ``pod`` after ``seconds`` (the pod is touched then): for a

@@ -33,6 +33,35 @@ def group_of(labels: Mapping[str, str]) -> str | None:
     name = labels.get(GROUP_LABEL)
     return name or None
 
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCount:
+    """How many pods the extender follows in a pod group (``handle.group_count``): the pods
+    ``find_pods(namespace, {GROUP_LABEL: name})`` would return, counted as the cache changes
+    rather than read."""
+
+    members: int
+    assigned: int
+    """Members on a node: bound, or assumed by the extender (``PodInfo.node_name`` set)."""
+    bound: int
+    """Members the cluster shows bound (``spec.nodeName`` set; assumed ones are not)."""
+    left: int
+    """A mark that changes (grows) whenever a member leaves the group - deleted, finished,
+    relabelled, its assumption dropped with nothing else known of it - and only then: equal
+    marks mean nobody left in between."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberState:
+    """One member of a pod group as the extender follows it (``handle.group_member``)."""
+
+    assigned: bool
+    """Bound or assumed (``PodInfo.node_name`` set)."""
+    bound: bool
+    """The cluster shows it bound (``spec.nodeName`` set)."""
+
+
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 

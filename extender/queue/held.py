@@ -9,7 +9,9 @@ the handle (``with_held`` / ``held_nodes``); the engine through the queue.
 from __future__ import annotations
 
 import itertools
+from typing import Callable, Container, Mapping
 
+from extender.framework.batch import Ints
 from extender.framework.views import NodeInfo, PodInfo
 from extender.queue.nominator import Nominator
 from extender.queue.reservations import Reservations
@@ -36,6 +38,21 @@ class HeldCapacity:
         if not held:
             return info
         return info.with_pods(held, next(self._simulated))
+
+    def held_amounts(self, pod: PodInfo, index: Mapping[str, int], size: int,
+                     accounted: Callable[[str], Container[str]]) -> tuple[dict[str, Ints], set[str]] | None:
+        """``with_held`` (not strict) for the batch Filter, over the rows of a snapshot's columns
+        (``index``: node -> row, ``size`` rows; ``accounted(node)``: the UIDs the node counts):
+        per resource, the requests held against ``pod`` summed per row, and the nodes
+        ``with_held`` must still judge one by one - those with pods nominated to them, and those
+        where a slot's claimer is already accounted (``Reservations.held_amounts``). None: judge
+        every held node with ``with_held``."""
+        found = self.reservations.held_amounts(pod, index, size)
+        if found is None:
+            return None
+        amounts, claims = found
+        exact = {node for node, uid in claims if uid in accounted(node)}
+        return amounts, exact | self.nominator.nominated_nodes()
 
     def held_nodes(self) -> set[str]:
         """Nodes where ``with_held`` may add something."""

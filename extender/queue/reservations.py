@@ -35,6 +35,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Container, Iterable, Mapping, TypeVar
 
+import numpy as np
+
+from extender.framework.batch import EXACT_LIMIT, Ints
 from extender.framework.clock import Clock
 from extender.framework.views import PodInfo
 
@@ -60,6 +63,36 @@ class Reservation:
     expires: float
     member: Callable[[PodInfo], bool] = field(default=lambda pod: False, repr=False)
     slots: dict[str, Slot] = field(default_factory=dict)
+    placed: list[tuple[int, Slot]] = field(default_factory=list, repr=False)
+    """Every slot placed (+1) and gone (-1), in order: ``HeldRows`` apply what is new to them."""
+    planned: dict[str, dict[str, Slot]] = field(default_factory=dict, repr=False)
+    """Live slots per UID they were planned for (slot uid -> slot, in the order placed): a
+    member's claim finds its own without scanning every slot."""
+    claims: dict[str, Slot] = field(default_factory=dict, repr=False)
+    """The slot each claimer holds."""
+
+    def _placed(self, slot: Slot) -> None:
+        self.slots[slot.uid] = slot
+        self.placed.append((1, slot))
+        if slot.planned_for:
+            self.planned.setdefault(slot.planned_for, {})[slot.uid] = slot
+
+    def _gone(self, slot: Slot) -> None:
+        del self.slots[slot.uid]
+        self.placed.append((-1, slot))
+        self._claim(slot, None)
+        mine = self.planned.get(slot.planned_for)
+        if mine is not None:
+            mine.pop(slot.uid, None)
+            if not mine:
+                del self.planned[slot.planned_for]
+
+    def _claim(self, slot: Slot, uid: str | None) -> None:
+        if slot.claimed_by is not None:
+            self.claims.pop(slot.claimed_by, None)
+        slot.claimed_by = uid
+        if uid is not None:
+            self.claims[uid] = slot
 
     def as_dict(self, now: float) -> dict[str, Any]:
         nodes: dict[str, int] = {}
@@ -69,6 +102,54 @@ class Reservation:
                 "claimed": sum(1 for s in self.slots.values() if s.claimed_by),
                 "nodes": dict(sorted(nodes.items())), "heldSeconds": round(now - self.created, 3),
                 "expiresInSeconds": round(max(0.0, self.expires - now), 3)}
+
+
+@dataclass(frozen=True)
+class HeldRows:
+    """One reservation's slots as amounts per row of a snapshot's columns
+    (``Reservations.held_amounts``)."""
+
+    res: Reservation
+    index: Mapping[str, int]
+    size: int
+    applied: int
+    """How many entries of ``res.placed`` the amounts include."""
+    amounts: dict[str, Ints] | None
+    """Per resource, the placeholders' requests summed per row; None: an amount is out of the
+    columns' exact range."""
+
+    def current(self, res: Reservation, index: Mapping[str, int], size: int) -> bool:
+        return self.res is res and self.applied == len(res.placed) and self.index is index and self.size == size
+
+    def updated(self, res: Reservation, index: Mapping[str, int], size: int) -> HeldRows:
+        """These rows with the slots placed and gone since applied: O(those slots) plus a copy
+        of the arrays; made from the whole record when the rows moved (a node came or went).
+        Lock-free: the record is append-only, read up to its length at the start."""
+        same = self.res is res and self.index is index and self.size == size
+        return HeldRows.of(res, index, size, self if same else None)
+
+    @staticmethod
+    def of(res: Reservation, index: Mapping[str, int], size: int, base: HeldRows | None = None) -> HeldRows:
+        end = len(res.placed)
+        start = base.applied if base is not None else 0
+        amounts: dict[str, Ints] | None = None
+        if base is None or base.amounts is not None:
+            amounts = {r: a.copy() for r, a in base.amounts.items()} if base is not None and base.amounts else {}
+            for sign, slot in res.placed[start:end]:
+                row = index.get(slot.node)
+                if row is None:
+                    continue  # a node the snapshot does not hold is never a batch candidate
+                for r, v in slot.placeholder.requests.items():
+                    if not -EXACT_LIMIT < v < EXACT_LIMIT:
+                        amounts = None
+                        break
+                    column = amounts.get(r)
+                    if column is None:
+                        column = amounts[r] = np.zeros(size, np.int64)
+                    column[row] += sign * v
+                if amounts is None:
+                    break
+        return HeldRows(res, index, size, end, amounts)
 
 
 class Reservations:
@@ -84,6 +165,10 @@ class Reservations:
         self._owners: dict[str, Reservation] = {}
         self._by_node: dict[str, tuple[tuple[Reservation, Slot], ...]] = {}
         self._ids = itertools.count(1)
+        self._rows: dict[str, HeldRows] = {}
+        """``HeldRows`` per owner, made by ``held_amounts`` and replaced when stale."""
+        self._sums: tuple[Mapping[str, int], int, list[HeldRows], dict[str, Ints]] | None = None
+        """The last answer of ``held_amounts`` and what it was summed from (index, size, rows)."""
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -115,7 +200,7 @@ class Reservations:
                                       creation_timestamp=pod.creation_timestamp, node_name=node,
                                       scheduler_name=pod.scheduler_name, requests=pod.requests, raw=pod.raw)
                 slot = Slot(uid, node, placeholder, pod.uid)
-                res.slots[uid] = slot
+                res._placed(slot)
                 self._by_node[node] = (*self._by_node.get(node, ()), (res, slot))
             if res.slots:
                 self._owners[owner] = res
@@ -131,22 +216,24 @@ class Reservations:
             res = self._live(owner)
             if res is None:
                 return None
-            mine = None
-            free: list[Slot] = []
-            for slot in res.slots.values():
-                if slot.claimed_by == uid:
-                    mine = slot
-                elif slot.claimed_by is None and (prefer is None or slot.node in prefer) and (
-                        slot.planned_for == uid or requests is None or slot.placeholder.requests == requests):
-                    free.append(slot)
-            pick = next((s for s in free if s.planned_for == uid), free[0] if free else None)
-            if mine is not None and (pick is None or prefer is None or mine.node in prefer):
+            mine = res.claims.get(uid)
+            if mine is not None and (prefer is None or mine.node in prefer):
+                return mine.node
+            # the first unclaimed slot (in the order placed) planned for it, else sized like
+            # ``requests``, in ``prefer``: its planned slots are looked up, the rest scanned
+            pick = next((s for s in res.planned.get(uid, {}).values()
+                         if s.claimed_by is None and (prefer is None or s.node in prefer)), None)
+            if pick is None:
+                pick = next((s for s in res.slots.values() if s.claimed_by is None
+                             and (prefer is None or s.node in prefer)
+                             and (requests is None or s.placeholder.requests == requests)), None)
+            if mine is not None and pick is None:
                 return mine.node
             if pick is None:
                 return None
             if mine is not None:
-                mine.claimed_by = None
-            pick.claimed_by = uid
+                res._claim(mine, None)
+            res._claim(pick, uid)
             res.expires = self.clock.monotonic() + res.ttl
             return pick.node
 
@@ -155,12 +242,12 @@ class Reservations:
         how many were freed."""
         with self._lock:
             res = self._live(owner)
-            freed = 0
-            for slot in res.slots.values() if res is not None else ():
-                if slot.claimed_by is not None and slot.claimed_by not in keep:
-                    slot.claimed_by = None
-                    freed += 1
-            return freed
+            if res is None:
+                return 0
+            gone = [slot for uid, slot in res.claims.items() if uid not in keep]
+            for slot in gone:
+                res._claim(slot, None)
+            return len(gone)
 
     def consume(self, owner: str, uid: str, node: str, requests: Mapping[str, int] | None = None) -> bool:
         """Pod ``uid`` of the owner is now accounted on ``node``: drop its slot so the capacity is
@@ -179,7 +266,7 @@ class Reservations:
                     or next(iter(sized), None))
             if pick is None:
                 return False
-            del res.slots[pick.uid]
+            res._gone(pick)
             self._unindex(pick)
             self.version += 1
             if not res.slots:
@@ -239,6 +326,51 @@ class Reservations:
                 continue
             out.append(slot.placeholder)
         return out
+
+    def held_amounts(self, pod: PodInfo, index: Mapping[str, int],
+                     size: int) -> tuple[dict[str, Ints], list[tuple[str, str]]] | None:
+        """What ``held_on`` counts against ``pod``, over the rows of a snapshot's columns
+        (``index``: node -> row, ``size`` rows), for the batch Filter: per resource, the requests
+        of the placeholders that count, summed per row - claimed slots included -; and the
+        (node, claimer) of the claimed slots among them: where the claimer is already accounted,
+        ``held_on`` does not count its slot, so such a node must be judged per node. None when
+        some live reservation that counts against ``pod`` concerns it (it is a member, or a slot
+        was planned for or claimed by it: which slots count then depends on the slot) or an
+        amount is out of the columns' exact range: judge every held node per node. Lock-free
+        like ``held_on``; a reservation's rows are updated with the slots placed or gone since
+        (``HeldRows.updated``) and the sums made again only when the reservations that count or
+        their rows changed, so this costs O(reservations + claimed slots) plus what changed."""
+        now = self.clock.monotonic()
+        counted: list[HeldRows] = []
+        claims: list[tuple[str, str]] = []
+        for owner, res in list(self._owners.items()):
+            if res.priority < pod.priority or res.expires <= now:
+                continue
+            if pod.uid in res.planned or pod.uid in res.claims or res.member(pod):
+                return None
+            rows = self._rows.get(owner)
+            if rows is None or not rows.current(res, index, size):
+                rows = self._rows[owner] = rows.updated(res, index, size) if rows is not None else \
+                    HeldRows.of(res, index, size)
+            if rows.amounts is None:
+                return None
+            counted.append(rows)
+            claims.extend((slot.node, uid) for uid, slot in list(res.claims.items()))
+        if len(self._rows) > len(self._owners):  # forget the rows of reservations that are gone
+            for owner in [o for o in list(self._rows) if o not in self._owners]:
+                self._rows.pop(owner, None)
+        last = self._sums
+        if (last is not None and last[0] is index and last[1] == size and len(last[2]) == len(counted)
+                and all(a is b for a, b in zip(last[2], counted))):
+            return last[3], claims
+        sums: dict[str, Ints] = {}
+        for rows in counted:
+            for r, column in (rows.amounts or {}).items():
+                sums[r] = sums[r] + column if r in sums else column
+        if any(int(np.abs(column).max(initial=0)) >= EXACT_LIMIT for column in sums.values()):
+            return None
+        self._sums = (index, size, counted, sums)
+        return sums, claims
 
     def held(self) -> list[tuple[str, PodInfo]]:
         """Every live slot as (its claimer's UID, else the UID it was planned for; placeholder).

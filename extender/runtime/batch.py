@@ -5,8 +5,10 @@ over the same candidates - the same feasible names in input order, the same Stat
 name, the same scores - but hand each plugin that implements the batch protocol
 (``extender.framework.batch``) all candidates at once, and answer the reply's dicts without a
 Python loop over nodes. Plugins with only the per-node protocol are called per node, in their
-configured place. Candidates the engine must adjust first (capacity held on them against the pod,
-the pod's own reservation) are filtered per node, through ``Framework.run_filter``, on the adjusted
+configured place. Capacity held on candidates against the pod comes in as columns with the held
+amounts added (``held``): batch plugins see it there, per-node plugins on the adjusted NodeInfo.
+Candidates the engine must adjust in a way columns do not say (the pod's own reservation, holds
+judged per node) are filtered per node, through ``Framework.run_filter``, on the adjusted
 NodeInfo. ``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
 """
 
@@ -15,12 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence, overload
+from typing import AbstractSet, Callable, Iterator, Sequence, overload
 
 import numpy as np
 
+from extender.cache.columns import Columns
 from extender.cache.snapshot import Snapshot
-from extender.framework.batch import Batch, Ints, Rejection, Rows
+from extender.framework.batch import Batch, Ints, Mask, Rejection, Rows
 from extender.framework.cycle_state import CycleState
 from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.status import Code, Status
@@ -94,14 +97,17 @@ def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
 
 
 def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str], *,
-                 allowed: frozenset[str] | None, adjusted: set[str], adjust: Callable[[NodeInfo], NodeInfo],
-                 unknown: Status, excluded: Status) -> BatchFilter | None:
+                 allowed: frozenset[str] | None, adjusted: AbstractSet[str], adjust: Callable[[NodeInfo], NodeInfo],
+                 unknown: Status, excluded: Status,
+                 held: tuple[Columns, AbstractSet[str]] | None = None) -> BatchFilter | None:
     """The Filter phase over ``names``: an unknown name gets ``unknown``, a name PreFilter left out
     of ``allowed`` (None: every name) gets ``excluded``, a name in ``adjusted`` is filtered per
-    node on ``adjust(its NodeInfo)``, the rest in batch (see the module docstring). None when a
-    plugin failed or answered an Error: the engine then runs the per-node path, which reports
-    the failure as it always does (that path is the one place errors are handled)."""
-    columns = snapshot.columns()
+    node on ``adjust(its NodeInfo)``, the rest in batch (see the module docstring). ``held``: the
+    snapshot's columns with the capacity held against the pod added, and the names where it is
+    (a per-node plugin sees those on ``adjust(its NodeInfo)``). None when a plugin failed or
+    answered an Error: the engine then runs the per-node path, which reports the failure as it
+    always does (that path is the one place errors are handled)."""
+    columns, shifted = held if held is not None else (snapshot.columns(), frozenset())
     rows = columns.rows_of(names)
     n = len(names)
     groups: list[_Group] = []
@@ -126,10 +132,10 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     if missing.any():
         add(np.flatnonzero(missing), unknown.code, _reply_text(unknown), _shared(unknown))
     if allowed is not None:
-        out = np.flatnonzero(~missing & ~np.isin(rows, columns.rows_of(list(allowed))))
+        out = np.flatnonzero(~missing & ~_among(rows, columns.rows_of(list(allowed)), columns.size))
         add(out, excluded.code, _reply_text(excluded), _shared(excluded))
     if adjusted:
-        special = np.flatnonzero(~decided & np.isin(rows, columns.rows_of(list(adjusted))))
+        special = np.flatnonzero(~decided & _among(rows, columns.rows_of(list(adjusted)), columns.size))
         if len(special):
             get = snapshot.getter()
             infos = []
@@ -165,6 +171,8 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
                 for k in live.tolist():
                     info = get(names[k])
                     assert info is not None
+                    if info.name in shifted:
+                        info = adjust(info)
                     st = p.filter(state, pod, info)
                     if st.code is not Code.SUCCESS:
                         positions.append(k)
@@ -184,6 +192,15 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
         where.update(dict.fromkeys(_names_at(names, g.positions), g.text))
     return BatchFilter(feasible, LazyStatuses(names, groups), failed, unresolvable)
+
+
+def _among(rows: Rows, wanted: Rows, size: int) -> Mask:
+    """Which of ``rows`` (-1: unknown, never among) are in ``wanted`` (rows of ``size``): one
+    mask over the rows instead of ``np.isin``'s sort."""
+    mask = np.zeros(size + 1, np.bool_)  # the last entry stands for -1
+    mask[wanted] = True
+    mask[-1] = False
+    return mask[rows]
 
 
 def _at(status_at: Callable[[int], Status], live: Rows) -> Callable[[int], Status]:

@@ -17,7 +17,7 @@ from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
 from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.handle import ClusterWriter
-from extender.framework.pod_group import PodGroupSpec
+from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.queue.queue import SchedulingQueue
@@ -80,6 +80,12 @@ class EngineHandle:
             if match(p):
                 found.setdefault(p.uid, p)
         return list(found.values())
+
+    def group_count(self, namespace: str, name: str) -> GroupCount:
+        return self.cache.group_count(namespace, name)
+
+    def group_member(self, namespace: str, name: str, uid: str) -> MemberState | None:
+        return self.cache.group_member(namespace, name, uid)
 
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:
         self.queue.requeue_after(pod, seconds)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from extender.cache.columns import Columns
+from extender.cache.snapshot import Snapshot
 from extender.framework.batch import Ints
 from extender.framework.cycle_state import CycleState
 from extender.framework.status import Code, Status
@@ -44,6 +46,8 @@ class SchedulingCycle(VerbContext):
                  metrics: Metrics | None = None) -> None:
         super().__init__(handle, profiles, pods, explain, metrics)
         self._simulated = itertools.count(-1, -1)
+        self._shifted: tuple[Columns, dict[str, Ints], Columns] | None = None
+        """The last ``_held_columns`` made: (columns, held amounts, the sum)."""
         self.batch = True
         """Filter and prioritize through the columnar batch path (``extender.runtime.batch``);
         False: the per-node path only (the property test compares the two)."""
@@ -125,6 +129,32 @@ class SchedulingCycle(VerbContext):
             info = info.without_pod(pod.uid, next(self._simulated))
         return self.queue.with_held(info, pod) if info.name in held else info
 
+    def _held_columns(self, pod: PodInfo, snapshot: Snapshot,
+                      held: set[str]) -> tuple[Columns | None, AbstractSet[str]]:
+        """The snapshot's columns with the capacity the queue holds against ``pod`` added (the
+        batch Filter counts it there instead of adjusting each of the ``held`` nodes), and the
+        held nodes still to be adjusted one by one (``HeldCapacity.held_amounts``); (None,
+        ``held``) when the holds must all be judged per node. The shifted columns are reused
+        while the holds and the columns are the same objects."""
+        columns = snapshot.columns()
+
+        def accounted(node: str) -> Container[str]:
+            info = snapshot.get(node)
+            return info.pods if info is not None else ()
+
+        found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted)
+        if found is None:
+            return None, held
+        amounts, exact = found
+        if not amounts:
+            return columns, exact
+        last = self._shifted
+        if last is not None and last[0] is columns and last[1] is amounts:
+            return last[2], exact
+        shifted = columns.with_requested(amounts)
+        self._shifted = (columns, amounts, shifted)
+        return shifted, exact
+
     def _count(self, verb: str, statuses: Mapping[str, Status], feasible: int) -> None:
         if self.metrics is None:
             return
@@ -159,10 +189,12 @@ class SchedulingCycle(VerbContext):
             own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
             own_node = own.node_name if own is not None else None  # its own reservation is no rival
             if self.batch:  # the columnar path (extender.runtime.batch); None: per node below
+                columns, exact = self._held_columns(pod, snapshot, held) if held else (None, held)
                 batch = filter_names(fw, state, pod, snapshot, node_names, allowed=allowed,
-                                     adjusted=held | {own_node} if own_node else held,
+                                     adjusted=exact | {own_node} if own_node else exact,
                                      adjust=lambda info: self._adjusted(info, pod, own_node, held),
-                                     unknown=NOT_IN_CACHE, excluded=PREFILTER_EXCLUDED)
+                                     unknown=NOT_IN_CACHE, excluded=PREFILTER_EXCLUDED,
+                                     held=(columns, held) if columns is not None else None)
         if batch is not None:
             feasible = outcome.feasible = batch.feasible
             outcome.failed, outcome.unresolvable = batch.failed, batch.unresolvable

@@ -120,14 +120,26 @@ class WaitingPods:
     def __init__(self) -> None:
         self._pods: dict[str, WaitingPod] = {}
         self._lock = threading.Lock()
+        self._left = 0
+
+    @property
+    def left(self) -> int:
+        """Grows by one whenever a pod leaves the room (removed, or replaced by a new entry for
+        its UID), in the same step: equal values mean every pod seen in the room in between is
+        still there."""
+        with self._lock:
+            return self._left
 
     def add(self, wp: WaitingPod) -> None:
         with self._lock:
+            if wp.pod.uid in self._pods:
+                self._left += 1
             self._pods[wp.pod.uid] = wp
 
     def remove(self, uid: str) -> None:
         with self._lock:
-            self._pods.pop(uid, None)
+            if self._pods.pop(uid, None) is not None:
+                self._left += 1
 
     def get(self, uid: str) -> WaitingPod | None:
         with self._lock:

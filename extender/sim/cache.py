@@ -180,15 +180,17 @@ def zone_key(node: Mapping[str, Any]) -> str:
     return f"{region}:\x00:{zone}" if region or zone else ""
 
 
-def interleave_zones(nodes: Iterable[NodeState]) -> list[str]:
-    """``nodeTree.list()``: one node of each zone in turn, zones in order of first appearance."""
+def interleave_zones(nodes: Iterable[tuple[str, str]]) -> list[str]:
+    """``nodeTree.list()`` over (node name, :func:`zone_key`) pairs: one node of each zone in
+    turn, zones in order of first appearance."""
     zones: dict[str, list[str]] = {}
-    for n in nodes:
-        zones.setdefault(zone_key(n.raw), []).append(n.name)
+    for name, zone in nodes:
+        zones.setdefault(zone, []).append(name)
     out: list[str] = []
     lists = list(zones.values())
+    total = sum(map(len, lists))
     i = 0
-    while len(out) < sum(len(z) for z in lists):
+    while len(out) < total:
         for z in lists:
             if i < len(z):
                 out.append(z[i])
@@ -208,7 +210,7 @@ class Snapshot:
         return self.nodes.get(name)
 
     def ordered(self) -> list[NodeState]:
-        return [self.nodes[n] for n in self.order if n in self.nodes]
+        return list(map(self.nodes.__getitem__, self.order))
 
     def pods_on(self, name: str) -> dict[str, Mapping[str, Any]] | None:
         node = self.nodes.get(name)
@@ -223,7 +225,8 @@ class SchedulerCache:
         self._nodes: dict[str, NodeState] = {}
         self._pods: dict[str, PodRecord] = {}  # assigned (bound or assumed), by uid
         self._assumed: set[str] = set()
-        self._order: tuple[str, ...] = ()
+        self._zones: dict[str, str] = {}  # node name -> zone_key, in self._nodes' order
+        self._order: tuple[str, ...] | None = ()
         self.generation = 0
 
     # ---- nodes ------------------------------------------------------------------------------------
@@ -231,27 +234,38 @@ class SchedulerCache:
     def upsert_node(self, raw: Mapping[str, Any]) -> bool:
         """Returns True when the node is new."""
         name = str((raw.get("metadata") or {}).get("name"))
+        zone = zone_key(raw)
         with self._lock:
             self.generation += 1
             existing = self._nodes.get(name)
             if existing is not None:
                 self._nodes[name] = existing.with_node(raw)
-                if zone_key(existing.raw) != zone_key(raw):
-                    self._order = tuple(interleave_zones(self._nodes.values()))
+                if self._zones[name] != zone:
+                    self._zones[name] = zone
+                    self._order = None
                 return False
             state = NodeState.of(raw)
             for pod in self._pods.values():
                 if pod.node_name == name:
                     state = state.with_pod(pod, pod.uid in self._assumed)
             self._nodes[name] = state
-            self._order = tuple(interleave_zones(self._nodes.values()))
+            self._zones[name] = zone
+            self._order = None
             return True
 
     def remove_node(self, name: str) -> None:
         with self._lock:
             if self._nodes.pop(name, None) is not None:
+                del self._zones[name]
                 self.generation += 1
-                self._order = tuple(interleave_zones(self._nodes.values()))
+                self._order = None
+
+    def _ordered_names(self) -> tuple[str, ...]:
+        """The node order (lock held), interleaved again only after the nodes or their zones
+        changed: a cluster's nodes arrive one by one, and interleaving after each was quadratic."""
+        if self._order is None:
+            self._order = tuple(interleave_zones((name, self._zones[name]) for name in self._nodes))
+        return self._order
 
     # ---- pods -------------------------------------------------------------------------------------
 
@@ -301,8 +315,8 @@ class SchedulerCache:
 
     def snapshot(self) -> Snapshot:
         with self._lock:
-            return Snapshot(dict(self._nodes), self._order, self.generation)
+            return Snapshot(dict(self._nodes), self._ordered_names(), self.generation)
 
     def nodes(self) -> list[NodeState]:
         with self._lock:
-            return [self._nodes[n] for n in self._order]
+            return [self._nodes[n] for n in self._ordered_names()]

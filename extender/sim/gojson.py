@@ -44,6 +44,7 @@ class DecodeError(ValueError):
 # ---- encoding ---------------------------------------------------------------------------------
 
 _HTML_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_HTML_ESCAPES_BYTES = tuple((raw.encode(), escaped.encode()) for raw, escaped in _HTML_ESCAPES)
 
 
 def marshal(value: Any) -> bytes:
@@ -54,6 +55,19 @@ def marshal(value: Any) -> bytes:
         if raw in text:  # these characters can only occur inside strings
             text = text.replace(raw, escaped)
     return text.encode("utf-8")
+
+
+def marshal_strings(values: list[str]) -> bytes:
+    """``json.Marshal`` of a ``[]string``: :func:`marshal`'s bytes, by orjson (which escapes
+    strings as ``json.dumps(ensure_ascii=False)`` does) when every value is valid Unicode."""
+    try:
+        data = orjson.dumps(values)
+    except TypeError:  # a lone surrogate (or not a list of str): the general path says what it is
+        return marshal(values)
+    for raw, escaped in _HTML_ESCAPES_BYTES:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return data
 
 
 def go_map(mapping: Mapping[str, Any] | None) -> dict[str, Any] | None:

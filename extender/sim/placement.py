@@ -12,6 +12,7 @@ owns them and the rest of the cycle (queue, assume, binding, failures, preemptio
 from __future__ import annotations
 
 import logging
+import operator
 import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
@@ -24,7 +25,7 @@ from extender.sim.cache import NodeState, PodRecord, Snapshot
 from extender.sim.client import ExtenderError, HTTPExtender
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import WorkingNode, run_filters, score_nodes
-from extender.sim.records import Diagnosis
+from extender.sim.records import Diagnosis, ScoreTable
 from extender.sim.search import NodeSearch
 
 log = logging.getLogger("extender.sim")
@@ -98,11 +99,10 @@ class Placement:
             to_find = 1
         feasible: list[NodeState] = []
         processed = 0
-        known = self._search_order(pod, nodes, nominated, to_find)
+        known = self._search_order(pod, nodes, snap.order, nominated, to_find)
         steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
-        checked = range(n) if known is None else [i for i, sure in enumerate(known) if not sure]
-        end = n if known is None else len(known)
+        checked, end = (range(n), n) if known is None else known
         taken = 0
         for i in (*checked, end):
             run = steps[taken:min(i, taken + to_find - len(feasible))]
@@ -133,16 +133,16 @@ class Placement:
             diag.plugins.add(q.EXTENDER_PLUGIN)
         return feasible, diag
 
-    def _search_order(self, pod: PodRecord, nodes: list[NodeState], nominated: Mapping[str, list[PodRecord]],
-                      to_find: int) -> list[bool] | None:
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], order: tuple[str, ...],
+                      nominated: Mapping[str, list[PodRecord]], to_find: int) -> tuple[list[int], int] | None:
         """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
         up to the last it can need - the one where the ``to_find``-th node known to pass is found,
-        else the last node - whether the node is known to pass every in-tree filter (``NodeSearch``;
-        a node with nominated pods counted against ``pod`` is not known: ``_fits`` decides it, as
-        it does every node that fails, whose Status the diagnosis needs). None when the columns
-        cannot tell: every node then goes through ``_fits``."""
+        else the last node - the steps whose node is not known to pass every in-tree filter
+        (``NodeSearch``; a node with nominated pods counted against ``pod`` is not known: ``_fits``
+        decides it, as it does every node that fails, whose Status the diagnosis needs), and the
+        number of steps. None when the columns cannot tell: every node then goes through ``_fits``."""
         search = self._search
-        search.sync(nodes)
+        search.sync(nodes, order)
         passing = search.passing(pod)
         if passing is None:
             return None
@@ -155,8 +155,8 @@ class Placement:
         known = passing[steps]
         hits = np.flatnonzero(known)
         last = int(hits[to_find - 1]) if len(hits) >= to_find else n - 1
-        flags: list[bool] = known[: last + 1].tolist()
-        return flags
+        unsure: list[int] = np.flatnonzero(~known[: last + 1]).tolist()
+        return unsure, last + 1
 
     def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
                           snap: Snapshot) -> list[NodeState]:
@@ -167,48 +167,57 @@ class Placement:
             if not ext.spec.is_interested(pod.raw):
                 continue
             try:
-                reply = ext.filter(pod.raw, [n.raw for n in feasible], [n.name for n in feasible])
+                sent = [n.name for n in feasible]
+                reply = ext.filter(pod.raw, [n.raw for n in feasible], sent)
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
                     continue
                 raise
+            fresh: dict[tuple[Code, str], Status] = {}  # one per code and message: immutable, so shared
             for name, msg in reply.unresolvable.items():
                 old = diag.statuses.get(name)
-                reasons = (old.reasons if old is not None else ()) + (msg,)
-                diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+                if old is None:
+                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                else:
+                    diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, old.reasons + (msg,))
             for name, msg in reply.failed.items():
                 if name in reply.unresolvable:
                     continue
                 old = diag.statuses.get(name)
                 if old is None:
-                    diag.statuses[name] = Status(Code.UNSCHEDULABLE, (msg,))
+                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE, msg)
                 else:
                     diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
             survivors = []
+            states = snap.nodes
             for name in reply.names:
-                state = snap.get(name)
+                state = states.get(name)
                 if state is None and reply.node_objects is not None:
                     state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                 if state is not None:
                     survivors.append(state)
-            kept = {n.name for n in survivors}
-            diag.extender_rejected.update(n.name for n in feasible if n.name not in kept)
+            diag.extender_rejected.update(set(sent).difference([n.name for n in survivors]))
             feasible = survivors
         return feasible
 
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently."""
-        breakdown: dict[str, dict[str, int]] = {n.name: {} for n in feasible}
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[ScoreTable, list[int]]:
+        """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
+        Returns the scores and each feasible node's total, in ``feasible``'s order."""
+        names = [n.name for n in feasible]
         interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
         if not interested and not self.cfg.in_tree_scoring:
-            return {n.name: {"default": 1} for n in feasible}, {n.name: 1 for n in feasible}
+            ones = [1] * len(names)
+            return ScoreTable(names, [("default", ones)]), ones
+        columns: list[tuple[str, Sequence[int | None]]] = []
         if self.cfg.in_tree_scoring:
-            in_tree = self._search.scores(pod, feasible)
-            for name, plugin_scores in (in_tree if in_tree is not None else score_nodes(pod, feasible)).items():
-                breakdown[name].update(plugin_scores)
+            in_tree = self._search.score_columns(pod, feasible)
+            if in_tree is None:
+                rows = score_nodes(pod, feasible)
+                plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
+                in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
+            columns += in_tree
         raws = [n.raw for n in feasible]
-        names = [n.name for n in feasible]
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
             try:
@@ -225,14 +234,19 @@ class Placement:
             if error:
                 log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
                 continue
+            scale = weight * MAX_EXTENDER_SCORE_SCALE
             sums: dict[str, int] = {}
             for hp in prios:
-                sums[hp.host] = sums.get(hp.host, 0) + hp.score * weight * MAX_EXTENDER_SCORE_SCALE
-            for name, row in breakdown.items():
-                if name in sums:
-                    row[f"extender:{ext.name}"] = sums[name]
-        totals = {name: sum(row.values()) for name, row in breakdown.items()}
-        return breakdown, totals
+                sums[hp.host] = sums.get(hp.host, 0) + hp.score * scale
+            columns.append((f"extender:{ext.name}", [sums.get(name) for name in names]))
+        table = ScoreTable(names, columns)
+        plugins = [plugin for plugin, _ in columns]
+        if len(set(plugins)) < len(plugins):  # a repeated name: the rows hold what its later columns left
+            return table, [sum(table[name].values()) for name in names]
+        totals = [0] * len(names)
+        for _, values in columns:
+            totals = list(map(operator.add, totals, [0 if v is None else v for v in values]))
+        return table, totals
 
     def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
         """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
@@ -246,3 +260,12 @@ class Placement:
                 if self.rng.randrange(count) == 0:
                     best = name
         return best
+
+
+def _shared(made: dict[tuple[Code, str], Status], code: Code, message: str) -> Status:
+    """``Status(code, (message,))``, made once per ``made`` (an extender's reply names hundreds
+    of nodes with a handful of messages)."""
+    st = made.get((code, message))
+    if st is None:
+        st = made[(code, message)] = Status(code, (message,))
+    return st

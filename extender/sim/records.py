@@ -5,7 +5,7 @@ for tests, reports and benchmarks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from extender.framework.status import Status
 
@@ -16,6 +16,44 @@ class Diagnosis:
     plugins: set[str] = field(default_factory=set)
     evaluated: int = 0
     extender_rejected: set[str] = field(default_factory=set)
+
+
+class ScoreTable(Mapping[str, Mapping[str, int]]):
+    """A cycle's scores as node -> plugin -> weighted score, kept as one column per plugin
+    (``None``: the plugin - an extender that left the node out of its reply - has no score for
+    that node, and the node's row has no such key). The per-node dicts are built on first read:
+    most cycles' scores are never read, and building them cost more than scoring. A plugin named
+    twice: a later column's values replace an earlier one's, as writing the rows one plugin after
+    the other would."""
+
+    __slots__ = ("_names", "_columns", "_rows")
+
+    def __init__(self, names: Sequence[str], columns: Sequence[tuple[str, Sequence[int | None]]]) -> None:
+        self._names = names
+        self._columns = columns
+        self._rows: dict[str, dict[str, int]] | None = None
+
+    def _built(self) -> dict[str, dict[str, int]]:
+        if self._rows is None:
+            rows: dict[str, dict[str, int]] = {name: {} for name in self._names}
+            for plugin, values in self._columns:
+                for name, value in zip(self._names, values):
+                    if value is not None:
+                        rows[name][plugin] = value
+            self._rows = rows
+        return self._rows
+
+    def __getitem__(self, name: str) -> Mapping[str, int]:
+        return self._built()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return f"ScoreTable({self._built()!r})"
 
 
 @dataclass
@@ -29,7 +67,7 @@ class CycleRecord:
     node: str = ""
     feasible: list[str] = field(default_factory=list)
     evaluated: int = 0
-    scores: dict[str, dict[str, int]] | None = None
+    scores: Mapping[str, Mapping[str, int]] | None = None
     totals: dict[str, int] | None = None
     message: str = ""
     statuses: dict[str, str] = field(default_factory=dict)

@@ -56,6 +56,7 @@ class NodeSearch:
         self.ignored = ignored
         self.nodes: list[NodeState] = []
         self._names: list[str] = []
+        self._order: tuple[str, ...] | None = None
         self.usable = True
         self._index: dict[str, int] = {}
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
@@ -68,15 +69,18 @@ class NodeSearch:
         """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
         node affinity weight (the node-only score inputs)."""
 
-    def sync(self, nodes: Sequence[NodeState]) -> None:
+    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
         new order or a changed node object rebuilds what depends on it (as does any change while
-        an out-of-range amount keeps the columns off: it may be gone)."""
+        an out-of-range amount keeps the columns off: it may be gone). ``order``: the nodes' names
+        as the snapshot holds them - the same tuple is the same order, so the names need no
+        comparing."""
         old = self.nodes
-        names = list(map(_NAME, nodes))
-        if names != self._names or not self.usable:
-            self._build(nodes)
-            return
+        if order is None or order is not self._order or not self.usable:
+            self._order = order
+            if list(map(_NAME, nodes)) != self._names or not self.usable:
+                self._build(nodes)
+                return
         changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
         if not len(changed):
             return
@@ -170,6 +174,15 @@ class NodeSearch:
         """``filters.score_nodes(pod, nodes)`` in array operations, the same node -> plugin ->
         weighted score; None when the columns cannot say (a node not of the synced snapshot,
         amounts beyond float64's exact integers)."""
+        columns = self.score_columns(pod, nodes)
+        if columns is None:
+            return None
+        plugins = [plugin for plugin, _ in columns]
+        return {n.name: dict(zip(plugins, row)) for n, row in zip(nodes, zip(*(values for _, values in columns)))}
+
+    def score_columns(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, list[int]]] | None:
+        """:meth:`scores` as (plugin, weighted score of each of ``nodes``) in ``score_nodes``'s
+        plugin order - what a cycle needs without a dict per node; None as for :meth:`scores`."""
         rows = [self._index.get(n.name, -1) for n in nodes]
         if not self.usable or any(r < 0 or self.nodes[r] is not n for r, n in zip(rows, nodes)):
             return None
@@ -205,12 +218,10 @@ class NodeSearch:
         taint_scores = _normalize(taints[at], reverse=True)
         affinity_scores = _normalize(affinity[at], reverse=False)
         w = SCORE_WEIGHTS
-        return {n.name: {"NodeResourcesFit": a, "NodeResourcesBalancedAllocation": b, "TaintToleration": c,
-                         "NodeAffinity": d}
-                for n, a, b, c, d in zip(nodes, (least * w["NodeResourcesFit"]).tolist(),
-                                         (balanced * w["NodeResourcesBalancedAllocation"]).tolist(),
-                                         (taint_scores * w["TaintToleration"]).tolist(),
-                                         (affinity_scores * w["NodeAffinity"]).tolist())}
+        return [("NodeResourcesFit", (least * w["NodeResourcesFit"]).tolist()),
+                ("NodeResourcesBalancedAllocation", (balanced * w["NodeResourcesBalancedAllocation"]).tolist()),
+                ("TaintToleration", (taint_scores * w["TaintToleration"]).tolist()),
+                ("NodeAffinity", (affinity_scores * w["NodeAffinity"]).tolist())]
 
     def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
         key = _constraints(pod)

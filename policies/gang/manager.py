@@ -12,7 +12,9 @@ Per group it keeps:
 
 * the members waiting in Permit, each registered by its own Permit (a member's Permit then looks
   at its group's members, never at every pod in the room: with a thousand binds waiting, that
-  scan was a tenth of a worker's time);
+  scan was a tenth of a worker's time), and when they were last all seen in the room: while no
+  pod has left the room since (``room_left``), a Permit that cannot complete the group counts
+  them without looking each up again, so a member's Permit costs O(1), not O(group);
 * the members Permit let go that the cluster does not show bound yet (they count towards the
   group while their Bindings are on their way);
 * the last failed plan and what it was made against (so a group that does not fit is not planned
@@ -34,7 +36,8 @@ from extender.framework.status import Status
 from policies.gang import logic
 from policies.gang.logic import Group
 
-__all__ = ["SWEEP_SECONDS", "GroupManager", "Verdict", "PermitDecision", "UnreserveDecision", "Kept"]
+__all__ = ["SWEEP_SECONDS", "GroupManager", "Verdict", "PermitDecision", "UnreserveDecision", "Kept",
+           "BoundMembers"]
 
 SWEEP_SECONDS = 10.0
 """How often ``sweep`` looks for groups that are done (at most)."""
@@ -44,6 +47,19 @@ W = TypeVar("W")
 
 Members = Mapping[str, bool]
 """The members of a group the cluster shows: uid -> bound (``spec.nodeName`` set)."""
+
+
+@dataclass(frozen=True)
+class BoundMembers:
+    """The members of a group the cluster shows bound, as counts kept elsewhere (the cache's):
+    how many there are and whether one is (O(1) each), so Permit never lists the group."""
+
+    count: int
+    is_bound: Callable[[str], bool]
+
+    @staticmethod
+    def of(members: Members) -> BoundMembers:
+        return BoundMembers(sum(1 for b in members.values() if b), lambda uid: members.get(uid, False))
 
 
 class Verdict(enum.Enum):
@@ -93,19 +109,25 @@ class GroupManager(Generic[W]):
     ``clock``: seconds on a monotonic clock. ``backoff``: seconds a group backs off after a
     member failed. ``lookup(group, uid)``: what the waiting room holds for ``uid`` if it waits
     there as a member of ``group``, else None; called with the manager's lock held, so it must
-    be cheap and must not call back into the manager.
+    be cheap and must not call back into the manager. ``room_left()``: a number that grows
+    whenever a pod leaves the waiting room (``WaitingPodsView.left``); without it every Permit
+    looks up each waiting member of its group.
     """
 
     def __init__(self, clock: Callable[[], float], backoff: float, lookup: Callable[[Group, str], W | None],
-                 sweep_every: float = SWEEP_SECONDS) -> None:
+                 sweep_every: float = SWEEP_SECONDS, room_left: Callable[[], int] | None = None) -> None:
         self._clock = clock
         self._backoff = backoff
         self._lookup = lookup
+        self._room_left = room_left
         self._sweep_every = sweep_every
         self._lock = threading.Lock()
         self._waiting: dict[Group, dict[str, None]] = {}
         """Members waiting in Permit per group, in the order they arrived (a dict as an ordered
         set): a group is let go in that order, the same on every run."""
+        self._seen: dict[Group, int] = {}
+        """Per group, ``room_left()`` when its registered waiting members were last all looked up
+        and found in the room: while it has not changed, they all still wait there."""
         self._allowed: dict[Group, set[str]] = {}
         self._failed: dict[Group, tuple[Hashable, Status]] = {}
         self._backoff_until: dict[Group, float] = {}
@@ -139,35 +161,59 @@ class GroupManager(Generic[W]):
 
     # ---- Permit and Unreserve -----------------------------------------------------------------
 
-    def permit(self, group: Group, uid: str, needed: int | None, members: Members) -> PermitDecision[W]:
+    def permit(self, group: Group, uid: str, needed: int | None,
+               members: Members | BoundMembers) -> PermitDecision[W]:
         """Member ``uid``, now in the waiting room, asks to go. It joins the group's waiting
         members and is counted in the same step, so of two members arriving together the later
         always sees the earlier. ALLOW when those waiting, those let go before and those
         ``members`` shows bound reach ``needed`` (the members allowed leave the waiting ones and
         are remembered as let go); else WAIT. Denied, never allowed, when ``needed`` is None or
-        the group is backing off: part of a group never goes."""
+        the group is backing off: part of a group never goes.
+
+        Cost: O(members let go and not bound yet), plus O(members waiting) when some pod left
+        the room since they were last looked up or the count may reach ``needed``. A WAIT's
+        ``counted`` then takes every other waiting member as not shown bound (it is a member
+        the extender holds in Permit: only a foreign Binding could bind it meanwhile)."""
         if needed is None:
             return PermitDecision(Verdict.UNDEFINED)
         if self.backing_off(group):
             return PermitDecision(Verdict.BACKING_OFF)
-        bound = {u for u, is_bound in members.items() if is_bound}
+        bound = members if isinstance(members, BoundMembers) else BoundMembers.of(members)
         with self._lock:
+            allowed = {u for u in self._allowed.get(group, ()) if not bound.is_bound(u)}
+            mark = self._room_left() if self._room_left is not None else None
+            uids = self._waiting.get(group)
+            if mark is not None and uids is not None and self._seen.get(group) == mark:
+                uids[uid] = None  # nobody left the room since they were all seen there: all wait
+                # at most this many let go or bound and not waiting (exact unless a waiting one
+                # is shown bound): below ``needed``, the exact count is too
+                most = bound.count - bound.is_bound(uid) + len(allowed - uids.keys())
+                if not logic.ready(len(uids), most, needed):
+                    self._keep_allowed(group, allowed)
+                    return PermitDecision(Verdict.WAIT, counted=len(uids) + most)
             waiting = [(u, w) for u, w in self._in_permit(group, uid) if u != uid]
+            if mark is not None:
+                self._seen[group] = mark
             held = {u for u, _ in waiting} | {uid}
-            allowed = self._allowed.get(group, set()) - bound
-            placed = len((bound | allowed) - held)
+            placed = bound.count - sum(1 for u in held if bound.is_bound(u)) + len(allowed - held)
             if logic.ready(len(waiting) + 1, placed, needed):
                 self._allowed[group] = allowed | held
                 # let go: they leave the waiting ones
                 left = {u: None for u in self._waiting.pop(group, {}) if u not in held}
                 if left:
                     self._waiting[group] = left
+                else:
+                    self._seen.pop(group, None)
                 return PermitDecision(Verdict.ALLOW, others=tuple(w for _, w in waiting))
-            if allowed:
-                self._allowed[group] = allowed
-            else:
-                self._allowed.pop(group, None)
+            self._keep_allowed(group, allowed)
         return PermitDecision(Verdict.WAIT, counted=len(waiting) + 1 + placed)
+
+    def _keep_allowed(self, group: Group, allowed: set[str]) -> None:
+        """The group's let-go members not shown bound yet are ``allowed`` (lock held)."""
+        if allowed:
+            self._allowed[group] = allowed
+        else:
+            self._allowed.pop(group, None)
 
     def unreserve(self, group: Group, uid: str) -> UnreserveDecision[W]:
         """Member ``uid`` failed (timed out or denied in Permit, or failed after it). Let go
@@ -204,6 +250,7 @@ class GroupManager(Generic[W]):
                 del uids[uid]
         if not uids:
             del self._waiting[group]
+            self._seen.pop(group, None)
         return found
 
     # ---- forgetting ---------------------------------------------------------------------------

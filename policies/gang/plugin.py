@@ -45,7 +45,7 @@ from extender.framework.registration import schema_parser as parser
 from policies.gang import logic
 from policies.gang.args import GangArgs, GangArgsSchema
 from policies.gang.logic import Group
-from policies.gang.manager import GroupManager, Verdict
+from policies.gang.manager import BoundMembers, GroupManager, Verdict
 
 NAME = "Gang"
 
@@ -59,8 +59,12 @@ class Gang:
         self.reservations = handle.reservations
         self.min_key = handle.annotation_prefix + "pod-group-min-member"
         self.groups: GroupManager[WaitingPodView] = GroupManager(
-            lambda: self.handle.clock.monotonic(), args.backoff, self._waiting_member)
+            lambda: self.handle.clock.monotonic(), args.backoff, self._waiting_member,
+            room_left=lambda: self.handle.waiting_pods.left)
         """Per group: members in Permit, members let go, the failed plan, the back-off."""
+        self._claims_checked: dict[str, int] = {}
+        """Per reservation owner: the group's ``GroupCount.left`` mark when every pod holding one
+        of its slots was last seen to be a member (no owner: look before the next claim)."""
 
     # ---- the group ----------------------------------------------------------------------------
 
@@ -84,6 +88,20 @@ class Gang:
     def _needed(self, group: Group, pod: PodInfo, members: list[PodInfo]) -> int | None:
         """minMember (the pod asked about counted among the members); None when nothing says."""
         return logic.needed(self.handle.pod_group(*group), (*members, pod), self.min_key)
+
+    def _size(self, group: Group, pod: PodInfo) -> int | None:
+        """``_needed`` without reading the members when the PodGroup states the size (they are
+        read only for their annotations, without one)."""
+        spec = self.handle.pod_group(*group)
+        if spec is not None:
+            return spec.min_member
+        return self._needed(group, pod, self._members(group))
+
+    def _bound_members(self, group: Group) -> BoundMembers:
+        def is_bound(uid: str) -> bool:
+            state = self.handle.group_member(*group, uid)
+            return state is not None and state.bound
+        return BoundMembers(self.handle.group_count(*group).bound, is_bound)
 
     def _undefined(self, group: Group) -> Status:
         return Status.unresolvable(f"pod group {group[1]} is not defined: create PodGroup {group[1]} "
@@ -109,12 +127,12 @@ class Gang:
         group = self._group(pod)
         if group is None:
             return Status()
-        members = self._members(group)
-        needed = self._needed(group, pod, members)
+        needed = self._size(group, pod)
         if needed is None:
             return self._undefined(group)
-        if len(members) < needed:
-            return Status.unschedulable(f"pod group {group[1]} has {len(members)} of {needed} members")
+        known = self.handle.group_count(*group).members
+        if known < needed:
+            return Status.unschedulable(f"pod group {group[1]} has {known} of {needed} members")
         return Status()
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
@@ -146,11 +164,13 @@ class Gang:
         candidates = state.candidates
         if candidates is None:  # the re-check at bind: the plan was made at filter time
             return None, Status()
-        members = self._members(group)
-        needed = self._needed(group, pod, members)
+        needed = self._size(group, pod)
         if needed is None:
             return None, self._undefined(group)
-        placed = sum(1 for m in members if m.node_name and m.uid != pod.uid)
+        # read before the members (to plan, or to free claims): a member leaving after it changes
+        # ``count.left`` again, so a look that missed it is made again
+        count, me = self.handle.group_count(*group), self.handle.group_member(*group, pod.uid)
+        placed = count.assigned - (me is not None and me.assigned)  # other members on a node
         if placed >= needed or not pod.requests:  # complete, or nothing of ours to hold
             return None, Status()
         owner = self._owner(group)
@@ -160,11 +180,20 @@ class Gang:
             node = None
             for _ in range(2):  # a second round after dropping a plan that no longer fits
                 if self.reservations.get(owner) is None:
-                    st = self._plan(owner, group, pod, members, needed - placed, candidates, snapshot)
+                    st = self._plan(owner, group, pod, self._members(group), needed - placed, candidates, snapshot)
                     if not st.ok:
                         return None, st
-                else:  # slots claimed by members deleted meanwhile go to whoever comes next
-                    self.reservations.unclaim_except(owner, {m.uid for m in members} | {pod.uid})
+                    for gone in [o for o in self._claims_checked if self.reservations.get(o) is None]:
+                        del self._claims_checked[gone]  # what ended since the last plan
+                    self._claims_checked[owner] = count.left
+                elif self._claims_checked.get(owner) != count.left:
+                    # slots claimed by members gone meanwhile go to whoever comes next (only
+                    # looked for when a member left, or a pod not known as a member claimed)
+                    keep = {m.uid for m in self._members(group)} | {pod.uid}
+                    self.reservations.unclaim_except(owner, keep)
+                    self._claims_checked[owner] = count.left
+                if me is None:
+                    self._claims_checked.pop(owner, None)  # its claim is checked by the next member
                 node = self.reservations.claim(owner, pod.uid, prefer=offered, requests=pod.requests)
                 info = snapshot.get(node) if node is not None and node in offered else None
                 if info is None or self._fits(pod, info):
@@ -222,9 +251,8 @@ class Gang:
         group = self._group(pod)
         if group is None:
             return Status(), 0.0
-        members = self._members(group)
-        needed = self._needed(group, pod, members)
-        decision = self.groups.permit(group, pod.uid, needed, self._bound(members))
+        needed = self._size(group, pod)
+        decision = self.groups.permit(group, pod.uid, needed, self._bound_members(group))
         if decision.verdict is Verdict.UNDEFINED:
             return self._undefined(group), 0.0
         if decision.verdict is Verdict.BACKING_OFF:

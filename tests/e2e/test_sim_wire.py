@@ -150,6 +150,31 @@ def test_marshal_is_go_json() -> None:
     assert go_errorf("50% used, %d left, 100%%, 7%") == "50%!u(MISSING)sed, %!d(MISSING) left, 100%, 7%!(NOVERB)"
 
 
+@pytest.mark.parametrize("names", [
+    ["n1", "n2"], [], ["a<b>&c", "line\u2028sep\u2029"], ['q"\\\n\x01\x1f\x7f', "é😀"],
+])
+def test_node_names_are_encoded_as_the_whole_args_would_be(names: list[str]) -> None:
+    bodies: list[bytes] = []
+
+    class Capture:
+        def post(self, url: str, body: bytes, headers: Any, timeout: float) -> RawResponse:
+            bodies.append(body)
+            return RawResponse(200, b"[]" if url.endswith("prioritize") else b"{}")
+
+    ext = HTTPExtender(ExtenderSpec("http://x/", filter_verb="filter", prioritize_verb="prioritize",
+                                    node_cache_capable=True), Capture())
+    ext.filter(POD, NODES, names)
+    ext.prioritize(POD, NODES, names)
+    expected = gojson.marshal({"Pod": POD, "Nodes": None, "NodeNames": names})
+    assert bodies == [expected, expected]
+    assert gojson.marshal_strings(names) == gojson.marshal(names)
+
+
+def test_names_that_are_not_unicode_fail_as_the_general_encoding_does() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        gojson.marshal_strings(["\ud800"])
+
+
 # ---- strict decoding, verb by verb --------------------------------------------------------------------
 
 POD = make_pod("p").uid("uid-p").obj()

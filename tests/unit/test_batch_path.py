@@ -3,7 +3,10 @@ decides: over random clusters, pods and candidate lists, filter's feasible names
 error and every rejected node's Status (code, reasons, plugin, detail), and prioritize's scores,
 are equal with ``SchedulingCycle.batch`` on and off. Profiles mix batch plugins (NodeResources) with a
 per-node one (DeviceShare); nominated pods hold capacity on some nodes (filtered per node on the
-adjusted NodeInfo); candidate lists repeat names and name nodes the extender does not know."""
+adjusted NodeInfo) and reservations hold slots on others (counted in the columns for a pod they do
+not concern): of any priority, slots claimed by the pod, by a pod already accounted on the node or
+by another, planned for the pod, and reservations the pod is a member of; candidate lists repeat
+names and name nodes the extender does not know."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
 from extender.framework.status import Status
+from extender.framework.views import PodInfo
 from extender.runtime.engine import Engine
 
 GPU, FPGA = "example.com/gpu", "vendor.io/fpga"
@@ -42,7 +46,7 @@ def clusters(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         nodes.append(make_node(name).alloc(**offered).obj())
         for j in range(draw(st.integers(0, 3))):
             asks = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
-            pods.append(make_pod(f"r{i}-{j}").req(**asks).node(name).obj())
+            pods.append(make_pod(f"r{i}-{j}").uid(f"uid-r{i}-{j}").req(**asks).node(name).obj())
         if draw(st.booleans()) and draw(st.booleans()):  # capacity held for a nominated pod
             held = make_pod(f"nominee-{i}").req(gpu=draw(st.integers(1, 3))).priority(draw(st.sampled_from([0, 100])))
             raw = held.obj()
@@ -54,7 +58,45 @@ def clusters(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 @st.composite
 def requests(draw: Any) -> dict[str, Any]:
     asks = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
-    return make_pod("p").req(**asks).priority(draw(st.sampled_from([0, 50, 100]))).obj()
+    return make_pod("p").uid("uid-p").req(**asks).priority(draw(st.sampled_from([0, 50, 100]))).obj()
+
+
+Hold = tuple[int, bool, list[tuple[int, dict[str, Any], str, bool]]]
+"""A reservation: priority, whether the pod is a member, slots (node index, requests, who
+claims it - "" nobody, "p" the pod, "accounted" a pod bound on its node, "other" -, planned
+for the pod)."""
+
+
+@st.composite
+def holds(draw: Any, nodes: int) -> list[Hold]:
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        slots = []
+        for _ in range(draw(st.integers(1, 6))):
+            asks = {k: v for k, v in (("gpu", draw(amount)), (FPGA, draw(amount))) if v is not None}
+            slots.append((draw(st.integers(0, nodes - 1)), asks,
+                          draw(st.sampled_from(["", "", "p", "accounted", "other"])), draw(st.integers(0, 5)) == 0))
+        out.append((draw(st.sampled_from([0, 50, 100])), draw(st.integers(0, 3)) == 0, slots))
+    return out
+
+
+def place(engine: Engine, pods: list[dict[str, Any]], reservations: list[Hold]) -> None:
+    """Hold ``reservations`` in ``engine``'s queue (the same calls for both engines)."""
+    managed = engine.handle.managed_resources
+    for k, (priority, member, slots) in enumerate(reservations):
+        owner = f"group-{k}"
+        placements = []
+        for i, (node, asks, _claim, planned) in enumerate(slots):
+            uid = "uid-p" if planned else f"uid-{owner}-{i}"
+            placements.append((f"n{node}", PodInfo.from_pod(make_pod(f"m{k}-{i}").uid(uid).req(**asks).obj(), managed)))
+        engine.handle.reservations.place(owner, priority, placements, ttl=600.0,
+                                         member=(lambda pod: pod.uid == "uid-p") if member else (lambda pod: False))
+        for i, (node, _asks, claim, _planned) in enumerate(slots):
+            bound = [p["metadata"]["uid"] for p in pods if p["spec"].get("nodeName") == f"n{node}"]
+            claimer = {"p": "uid-p", "other": f"uid-other-{k}-{i}",
+                       "accounted": bound[0] if bound else ""}.get(claim, "")
+            if claimer:
+                engine.handle.reservations.claim(owner, claimer, prefer={f"n{node}"})
 
 
 def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str,
@@ -91,6 +133,9 @@ def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod
     known = [n["metadata"]["name"] for n in nodes]
     names = data.draw(st.lists(st.sampled_from([*known, "ghost"]), max_size=20), label="candidates")
     fast, slow = engines(nodes, pods, profile, device_share)
+    held = data.draw(holds(len(nodes)), label="reservations")
+    place(fast, pods, held)
+    place(slow, pods, held)
 
     a, b = fast.filter(pod, names), slow.filter(pod, names)
     assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
@@ -98,6 +143,29 @@ def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod
 
     for asked in (a.feasible, names):  # as kube-scheduler asks, and nodes where the pod does not fit
         assert list(fast.prioritize(pod, asked)) == list(slow.prioritize(pod, asked))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_reservations_count_alike_in_both_paths(data: Any) -> None:
+    """Small, tight nodes and a pod that asks for GPUs, so that whether each slot counts decides
+    the answer (the general test above rarely makes it so)."""
+    nodes, pods = [], []
+    for i in range(data.draw(st.integers(1, 5), label="nodes")):
+        nodes.append(make_node(f"n{i}").alloc(gpu=data.draw(st.integers(0, 6))).obj())
+        for j in range(data.draw(st.integers(0, 2))):
+            gpus = data.draw(st.integers(0, 2))
+            pods.append(make_pod(f"r{i}-{j}").uid(f"uid-r{i}-{j}").req(gpu=gpus).node(f"n{i}").obj())
+    pod = make_pod("p").uid("uid-p").req(gpu=data.draw(st.integers(1, 3))).priority(
+        data.draw(st.sampled_from([0, 50, 100]))).obj()
+    held = data.draw(holds(len(nodes)), label="reservations")
+    fast, slow = engines(nodes, pods, "binpack", device_share=False)
+    place(fast, pods, held)
+    place(slow, pods, held)
+    names = [n["metadata"]["name"] for n in nodes]
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
+    assert statuses(fast, "default/p") == statuses(slow, "default/p")
 
 
 def test_columns_follow_the_cache_node_by_node() -> None:

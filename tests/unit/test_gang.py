@@ -389,6 +389,17 @@ def test_a_slot_claimed_by_a_deleted_member_goes_to_its_replacement() -> None:
     assert (res["slots"], res["claimed"]) == (2, 2)
 
 
+def test_a_slot_claimed_by_a_pod_the_cache_does_not_know_goes_to_the_next_member() -> None:
+    """A member filtered before the watch showed it (or never to be shown) claims a slot; the next
+    member's filter frees it - nobody left the group, so only that unknown claimer says to look."""
+    engine, cluster = planned({"n1": 2, "n2": 2}, group_of("a", 2))
+    assert filter_pod(engine, cluster, "a0", NODES).feasible == ["n1"]
+    assert engine.filter(member("ghost", group="a", size=2), NODES).feasible == ["n1"], "a1's slot"
+    assert filter_pod(engine, cluster, "a1", NODES).feasible == ["n1"], "it takes its slot back"
+    [res] = engine.queue_state()["reserved"]
+    assert (res["slots"], res["claimed"]) == (2, 2)
+
+
 def test_a_member_whose_planned_capacity_was_taken_gets_a_new_plan() -> None:
     high = make_pod("high").uid("u-high").req(gpu=2).priority(100).obj()
     engine, cluster = planned({"n1": 2, "n2": 2}, group_of("a", 2) + [high])

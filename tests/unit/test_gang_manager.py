@@ -1,6 +1,8 @@
 """Gang's GroupManager: what it keeps per group and its Permit and Unreserve decisions, driven
 directly with a fake clock and a fake waiting room (no engine; threads only where the point is
-concurrent Permits)."""
+concurrent Permits). Every test runs twice: with the room's departure count (``room_left``: Permit
+skips looking up members while nobody left the room) and without it (every member looked up):
+the decisions must be the same."""
 
 from __future__ import annotations
 
@@ -21,14 +23,41 @@ BACKOFF = 30.0
 SWEEP = 10.0
 
 
+class Pods(dict[str, Group]):
+    """uid -> group, counting the pods that leave (``WaitingPodsView.left``)."""
+
+    left = 0
+
+    def __delitem__(self, uid: str) -> None:
+        super().__delitem__(uid)
+        self.left += 1
+
+    def pop(self, uid: str, *default: object) -> object:  # type: ignore[override]
+        if uid in self:
+            self.left += 1
+        return super().pop(uid, *default)
+
+
+TRACKED = [True]
+"""Whether the managers made now are given the room's departure count (see ``tracking``)."""
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["room-left", "look-up-all"])
+def tracking(request: pytest.FixtureRequest) -> None:
+    TRACKED[0] = request.param
+
+
 @dataclass
 class Room:
     """The waiting room as the manager sees it: uid -> group of each pod waiting in Permit. The
     manager's lookup returns the uid itself as the room's entry."""
 
-    pods: dict[str, Group] = field(default_factory=dict)
+    pods: Pods = field(default_factory=Pods)
+    looked: int = 0
+    """Lookups so far."""
 
     def lookup(self, group: Group, uid: str) -> str | None:
+        self.looked += 1
         return uid if self.pods.get(uid) == group else None
 
 
@@ -42,7 +71,8 @@ class Gang:
     manager: GroupManager[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.manager = GroupManager(self.clock.monotonic, BACKOFF, self.room.lookup, sweep_every=SWEEP)
+        self.manager = GroupManager(self.clock.monotonic, BACKOFF, self.room.lookup, sweep_every=SWEEP,
+                                    room_left=(lambda: self.room.pods.left) if TRACKED[0] else None)
 
     def arrive(self, uid: str, needed: int | None = 3, members: Members | None = None,
                group: Group = G) -> PermitDecision[str]:
@@ -120,6 +150,20 @@ def test_a_member_that_left_the_room_is_not_counted_and_is_forgotten() -> None:
     del gang.room.pods["m0"]  # e.g. rejected by another plugin
     assert gang.arrive("m1") == wait(1)
     assert gang.manager.kept().waiting == {G: frozenset({"m1"})}
+
+
+def test_while_nobody_left_the_room_a_permit_that_cannot_complete_looks_nobody_up() -> None:
+    """What keeps a member's Permit O(1) in a large group: the waiting members are looked up only
+    after some pod left the room, or when the count may complete the group."""
+    gang = Gang()
+    for i in range(5):
+        gang.arrive(f"m{i}", needed=7)
+    before = gang.room.looked
+    assert gang.arrive("m5", needed=7) == wait(6)
+    assert gang.room.looked - before == (0 if TRACKED[0] else 6)
+    del gang.room.pods["m0"]
+    assert gang.arrive("m6", needed=7) == wait(6)  # m0 left: everyone is looked up again
+    assert gang.arrive("m0", needed=7) == allow("m1", "m2", "m3", "m4", "m5", "m6")
 
 
 def test_members_let_go_count_until_the_cluster_shows_them_bound() -> None:

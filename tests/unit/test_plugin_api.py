@@ -9,13 +9,13 @@ from pathlib import Path
 import extender.framework as api
 
 PINNED = {
-    "API_VERSION": "1.1",
+    "API_VERSION": "1.2",
     "names": sorted([
         "API_VERSION", "ArgsError", "PluginSpec", "no_args", "schema_parser",
         "Code", "PluginError", "SKIP", "SUCCESS", "Status",
         "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
         "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
-        "QuotaSpec",
+        "GroupCount", "MemberState", "QuotaSpec",
         "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
         "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
         "BindPlugin", "PostBindPlugin", "PreemptionPlugin", "Victim", "CapacityReporter", "NodeCapacity",

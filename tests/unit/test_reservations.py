@@ -158,3 +158,44 @@ def test_held_lists_every_live_slot_with_the_pod_it_stands_for(held: Reservation
     assert slots == [("u-m0", "n1"), ("u-m0", "n1"), ("u-m1", "n2"), ("u-x", "n3")]
     clock.advance(2.0)  # the admission hold expired: no longer listed, even before anyone drops it
     assert sorted(p.node_name for _, p in held.held()) == ["n1", "n1", "n2"]
+
+
+def test_held_amounts_follow_every_change_as_held_on_counts_it(clock: FakeClock) -> None:
+    """The batch Filter's per-row amounts, updated with what changed since it last asked, equal
+    the per-node placeholders ``held_on`` counts - after placing, extending, claiming, consuming,
+    releasing and expiring - and say "judge per node" for a pod a reservation concerns."""
+    r = Reservations(clock)
+    index = {"n1": 0, "n2": 1, "n3": 2}
+    outsider = pod("outsider", priority=0)
+
+    def agree() -> None:
+        found = r.held_amounts(outsider, index, 3)
+        assert found is not None
+        amounts, claims = found
+        column = amounts.get(GPU)
+        got = column.tolist() if column is not None else [0, 0, 0]
+        want = [sum(p.requests.get(GPU, 0) for p in r.held_on(n, outsider)) for n in index]
+        assert got == want
+        assert sorted(claims) == sorted((s.node, s.claimed_by) for res in map(r.get, ("g", "h")) if res is not None
+                                        for s in res.slots.values() if s.claimed_by is not None)
+
+    agree()
+    r.place("g", 10, [("n1", pod("m0", 10)), ("n1", pod("m1", 10, gpus=2)), ("n2", pod("m2", 10))], ttl=5.0)
+    agree()
+    r.place("h", 5, [("n3", pod("k0", 5, gpus=3))], ttl=50.0, member=lambda p: p.name.startswith("k"))
+    agree()
+    assert r.claim("g", "u-m1") == "n1"
+    agree()
+    assert r.held_amounts(pod("m1", 0), index, 3) is None  # its claimed slot does not count against it
+    assert r.held_amounts(pod("m0", 0), index, 3) is None  # nor the slot planned for it
+    assert r.held_amounts(pod("k9", 0), index, 3) is None  # a member of h
+    assert r.held_amounts(pod("k9", 6), index, 3) is not None  # ... whom h (priority 5) does not concern
+    assert r.consume("g", "u-m1", "n1")
+    agree()
+    r.place("g", 10, [("n3", pod("m3", 10))], ttl=5.0, extend=True)
+    agree()
+    assert r.unclaim_except("g", set()) == 0
+    clock.advance(10.0)  # g expires, h lives
+    agree()
+    r.release("h")
+    agree()
