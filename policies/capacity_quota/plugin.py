@@ -299,7 +299,7 @@ class CapacityQuota:
         if not table.quotas:
             return list(victims), Status()
         known = [v.pod for v in victims if v.pod is not None]
-        allowed = set(logic.allowed_victims(known, pod, table.quotas, used, reclaiming))
+        allowed = {p.uid for p in logic.allowed_victims(known, pod, table.quotas, used, reclaiming)}
         kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
         if len(kept) < len(victims) and not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
             dropped = sorted(v.pod.key for v in victims if v.pod is not None and v.pod.uid not in allowed)

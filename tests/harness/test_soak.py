@@ -4,7 +4,9 @@ kube-scheduler and two kube-extender processes over a faulty API server, one of 
 mid-bind and restarted, a clean hand-over, leader failovers. Only invariants are asserted, all
 checked from the API server's objects: never a node or a device over capacity, never an
 allocation on an unbound pod, every pod still Pending says why, every gang all or nothing, never
-a victim of equal or higher priority, and every pod that can run was resolved."""
+a victim of equal or higher priority (but for reclaim from another namespace), never a namespace
+over its quota's max nor kept from its min for long, and every pod that can run was resolved.
+A second small run is one quota tide, which must reclaim by eviction."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import pytest
 from extender.testing.harness.soak import VIOLATION_KINDS, SoakSpec, run_soak
 
 SMALL = SoakSpec(pods=160, nodes=6, runtime=(0.5, 2.0), kill_every=5.0, restart_after=2.0, handover_every=11.0,
-                 fault_rate=2.0, stall_timeout=30.0, timeout=150.0, seed=3)
+                 fault_rate=2.0, stall_timeout=30.0, timeout=150.0, tide_every=0.0, seed=3)
+TIDE = SoakSpec(pods=90, nodes=4, arrival_rate=15.0, runtime=(0.5, 2.0), kill_every=8.0, restart_after=2.0,
+                handover_every=0.0, fault_rate=1.0, tide_every=30.0, tide_delay=2.0, tide_hold=(10.0, 12.0),
+                tide_borrow=0.875, stall_timeout=30.0, timeout=120.0, seed=5)
 
 
 @pytest.mark.slow
@@ -27,9 +32,23 @@ def test_a_small_soak_breaks_no_invariant() -> None:
     assert result.groups["complete"] > 0 and result.outcomes[("preemptor", "bound")] > 0
 
 
+@pytest.mark.slow
+def test_a_tide_of_borrowers_is_reclaimed_from_under_faults() -> None:
+    """One tide: ml-a borrows most of a 4-node cluster for 10-12 s; 2 s later ml-b's pods within
+    its min arrive, at the borrowers' priority, so only reclaim by quota makes room for them in
+    time - while the API server fails requests and the serving replica is killed."""
+    result = run_soak(TIDE)
+    assert result.action_errors == []
+    assert result.violations == {kind: [] for kind in VIOLATION_KINDS}
+    assert result.reason == "all resolved"
+    assert result.quota_evictions >= 1 and result.borrowed_peak["ml-a"] > 0
+    assert result.outcomes[("reclaim", "bound")] == sum(n for (kind, _), n in result.outcomes.items()
+                                                        if kind == "reclaim")
+
+
 def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_long() -> None:
     """The soak's ``quota`` check on its own, fed Pod writes: 6 nodes x 8 GPUs, so each namespace
-    has min 24 and max 36 GPUs."""
+    has its min and max: ml-a 18 and 42 GPUs, ml-b 30 and 36."""
     from extender.testing.fakeapi import builders
     from extender.testing.harness.soak import RECLAIM_WITHIN, _QuotaWatch
 
@@ -41,18 +60,19 @@ def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_
         return obj
 
     watch = _QuotaWatch(SMALL, {"ml-a/wait"}, {}, lambda: clock[0])
-    assert watch.quotas == {"ml-a": (24, 36), "ml-b": (24, 36)}
-    watch.write("ADDED", gpu_pod("big", "ml-b", 30, node="n1"))  # ml-b borrows 6
+    assert watch.quotas == {"ml-a": (18, 42), "ml-b": (30, 36)}
+    watch.write("ADDED", gpu_pod("big", "ml-b", 34, node="n1"))  # ml-b borrows 4
     watch.write("ADDED", gpu_pod("wait", "ml-a", 4))  # ml-a, under its min, waits
     clock[0] = RECLAIM_WITHIN + 1
-    watch.write("ADDED", gpu_pod("more", "ml-b", 7, node="n2"))  # 37 > max 36
-    watch.write("DELETED", gpu_pod("big", "ml-b", 30, node="n1"))  # too late
+    watch.write("ADDED", gpu_pod("more", "ml-b", 3, node="n2"))  # 37 > max 36
+    watch.write("DELETED", gpu_pod("big", "ml-b", 34, node="n1"))  # too late
     assert watch.violations == [
         "31.00s ml-b: 37 GPUs bound, above its max 36 (ml-b/more bound)",
         "0.00s ml-a: under its min with pending demand while others borrowed, for 31.0s"]
-    watch.write("DELETED", gpu_pod("more", "ml-b", 7, node="n2"))
-    watch.write("ADDED", gpu_pod("big2", "ml-b", 30, node="n1"))
+    watch.write("DELETED", gpu_pod("more", "ml-b", 3, node="n2"))
+    watch.write("ADDED", gpu_pod("big2", "ml-b", 34, node="n1"))
     clock[0] += 5
     watch.write("MODIFIED", gpu_pod("wait", "ml-a", 4, node="n3"))  # reclaimed in time
     watch.finish()
     assert len(watch.violations) == 2 and watch.stretches == [RECLAIM_WITHIN + 1, 5.0]
+    assert watch.borrowed_peak == {"ml-a": 0, "ml-b": 7}

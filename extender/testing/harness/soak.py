@@ -40,8 +40,11 @@ view; :class:`SoakResult.violations`):
 * ``quota``: no namespace ever has more whole GPUs bound than its ``max`` (at every Binding), and
   a namespace under its ``min`` with pending demand that fits in its ``min`` while other
   namespaces borrow at least that much gets it within :data:`RECLAIM_WITHIN` seconds: such a
-  stretch (from the API server's objects, at every write) never lasts longer. How long they
-  lasted is a figure (``reclaim_seconds``);
+  stretch (from the API server's objects, at every write) never lasts longer. Figures, not
+  checks: how long the stretches lasted (``reclaim_seconds``), the pods evicted to reclaim
+  quota (``quota_evictions``, from the extender's Preempted Events), how long the tides'
+  ``reclaim`` pods waited from creation to their Binding (``reclaim_bind_seconds``) and each
+  namespace's peak use beyond its ``min`` (``borrowed_peak``);
 * ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
   Pending while the cluster is empty means capacity leaked where the API cannot show it.
 """
@@ -108,6 +111,14 @@ class SoakResult:
     """Per completed group: seconds from its first to its ``minMember``-th Binding."""
     reclaim_seconds: list[float]
     """Per stretch of a namespace waiting under its ``min`` while others borrowed: its length."""
+    longest_reclaim: tuple[float, str, float]
+    """The longest of those stretches: (seconds, namespace, start in seconds of the run)."""
+    quota_evictions: int
+    """Pods the extender evicted to reclaim lent quota."""
+    reclaim_bind_seconds: list[float]
+    """Per bound ``reclaim`` pod (a tide's returning demand): seconds from creation to Binding."""
+    borrowed_peak: dict[str, int]
+    """Namespace -> most whole GPUs it had bound beyond its ``min`` at once."""
     cycles: int
     bind_failures: int
     requests: dict[str, int]
@@ -151,6 +162,9 @@ class _QuotaWatch:
         self.pending: dict[str, tuple[str, int]] = {}
         self.waiting_since: dict[str, float] = {}
         self.stretches: list[float] = []
+        self.longest: tuple[float, str, float] = (0.0, "", 0.0)
+        """The longest stretch: (seconds, namespace, start)."""
+        self.borrowed_peak = {ns: 0 for ns in self.quotas}
         self.violations: list[str] = []
 
     def write(self, etype: str, obj: Mapping[str, Any]) -> None:
@@ -167,6 +181,7 @@ class _QuotaWatch:
             if key not in self.bound:
                 self.bound[key] = (ns, _gpus(obj))
                 used = self.used(ns)
+                self.borrowed_peak[ns] = max(self.borrowed_peak[ns], used - self.quotas[ns][0])
                 if used > self.quotas[ns][1]:
                     self.violations.append(f"{self.now():.2f}s {ns}: {used} GPUs bound, above its max "
                                            f"{self.quotas[ns][1]} ({key} bound)")
@@ -197,6 +212,7 @@ class _QuotaWatch:
     def end(self, ns: str, since: float, now: float) -> None:
         del self.waiting_since[ns]
         self.stretches.append(now - since)
+        self.longest = max(self.longest, (now - since, ns, since))
         if now - since > RECLAIM_WITHIN:
             self.violations.append(f"{since:.2f}s {ns}: under its min with pending demand while others borrowed, "
                                    f"for {now - since:.1f}s")
@@ -549,6 +565,10 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     events = h.api.list("events.events.k8s.io")
     violations["unexplained"] = _unexplained(events, pending)
     violations["preemption"] = _preemptions(events, h.lives)
+    quota_evictions = len({str((e.get("regarding") or {}).get("uid")) for e in events
+                           if e.get("reason") == "Preempted" and _RECLAIMED in str(e.get("note") or "")})
+    reclaim_bind = sorted(life.bound_at - life.created for life in h.lives
+                          if soak.kind.get(life.key) == "reclaim" and life.bound_at is not None)
     violations["quota"] = list(soak.quota.violations)
     violations["leak"] += _fits_in_free(h, pending, soak)
     violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
@@ -583,7 +603,8 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     errors = [f"{label}: {type(exc).__name__}: {exc}" for label, exc in h.action_errors] + soak.errors
     return SoakResult(spec, reason, duration, outcomes, soak.faults_hit(), soak.kills, soak.kills_mid_bind,
                       soak.handovers, soak.restarts, soak.failovers, violations, groups, sorted(partial),
-                      sorted(soak.quota.stretches),
+                      sorted(soak.quota.stretches), soak.quota.longest, quota_evictions, reclaim_bind,
+                      dict(soak.quota.borrowed_peak),
                       len(h.scheduler.cycles), h.scheduler.bind_failures, dict(requests), errors)
 
 
@@ -607,6 +628,10 @@ def _unexplained(events: list[dict[str, Any]], pending: list[dict[str, Any]]) ->
     return out
 
 
+_RECLAIMED = "reclaims its guaranteed quota"
+"""In the note of the extender's Preempted Event on a victim evicted to reclaim lent quota."""
+
+
 def _preemptions(events: list[dict[str, Any]], lives: list[PodLife]) -> list[str]:
     """Preempted Events whose victim's priority is not below its preemptor's, unless the
     extender evicted it to reclaim lent quota for a pod of another namespace."""
@@ -624,7 +649,7 @@ def _preemptions(events: list[dict[str, Any]], lives: list[PodLife]) -> list[str
         if victim is None or preemptor is None:
             out.append(f"a Preempted Event names pods the API server never had: {event.get('note')}")
         elif victim[1] >= preemptor[1] and not (
-                "reclaims its guaranteed quota" in str(event.get("note") or "")
+                _RECLAIMED in str(event.get("note") or "")
                 and victim[0].split("/")[0] != preemptor[0].split("/")[0]):
             out.append(f"{victim[0]} (priority {victim[1]}) preempted by {preemptor[0]} (priority {preemptor[1]})")
     return out

@@ -12,8 +12,10 @@ schedulerName would each count the devices their own way and could give one devi
 Two replicas with leader election, as ``kube-extender serve --cluster kube`` processes unless
 ``processes=False``.
 
-**Quotas** (:func:`quotas`): an ElasticQuota per namespace, ``min`` half of the healthy whole GPUs
-and ``max`` three quarters (shares of a GPU's memory and compute are not under quota).
+**Quotas** (:func:`quotas`): an ElasticQuota per namespace, asymmetric: ``ml-a`` is guaranteed
+3/8 of the healthy whole GPUs and may use 7/8, ``ml-b`` is guaranteed the other 5/8 and may use
+3/4 (the guarantees add up to the cluster, so whatever one borrows the other has lent). Shares of
+a GPU's memory and compute are not under quota.
 
 **Workload** (seeded, :func:`build_workload`): jobs arrive as a Poisson stream; each is
 
@@ -25,6 +27,16 @@ and ``max`` three quarters (shares of a GPU's memory and compute are not under q
 * ``preemptor``: one pod asking 2-4 whole GPUs or a large share, priority ``urgent``: it
   preempts (kube-scheduler itself for whole GPUs and the extender's preempt verb, CapacityQuota's
   PostFilter for shares and over quota);
+* tides (every ``tide_every`` seconds, the namespaces taking turns): ``borrow`` pods, 1-2 whole
+  GPUs each and ``batch``, ``tide_borrow`` of the tide namespace's ``max`` in all, running
+  ``tide_hold`` seconds, while the other namespace is quiet (every job of the first
+  ``tide_delay`` seconds is the tide namespace's) - it borrows much of what the other leaves
+  unused; ``tide_delay`` seconds later ``reclaim`` pods of the other namespace (1-2 GPUs,
+  ``batch``, half its ``min`` in all, running like plain pods) want their guarantee back. Their
+  priority is the borrowers': only reclaim by quota may evict for them (gated ones at admission,
+  ungated ones when kube-scheduler passes the extender a node it then rejects - see
+  CapacityQuota's README, "Limit"), and the borrowers outlive :data:`RECLAIM_WITHIN
+  <extender.testing.harness.soak.RECLAIM_WITHIN>`, so waiting them out would fail the check;
 * ``infeasible``: pods no node can ever hold (9 GPUs, a share larger than a device) and gangs
   with fewer members than their ``minMember`` (gated or not), which must stay Pending and say why.
 
@@ -38,6 +50,7 @@ its group down, as a job controller would.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -103,6 +116,15 @@ class SoakSpec:
     scheduler_delay: float = 0.02
     extender_delay: float = 0.05
     jitter: float = 0.05
+    tide_every: float = 60.0
+    """Seconds between tides (0: none), the first after ``tide_delay``."""
+    tide_delay: float = 5.0
+    """Seconds from a tide's borrowers to the other namespace's demand."""
+    tide_hold: tuple[float, float] = (35.0, 45.0)
+    """Runtime of a tide's borrowers."""
+    tide_borrow: float = 0.5
+    """What a tide's borrowers ask in all, as a share of their namespace's ``max`` (more, with
+    the background jobs, fills the cluster for the whole hold and the backlog never drains)."""
     stall_timeout: float = 60.0
     timeout: float = 3600.0
     seed: int = 0
@@ -158,10 +180,10 @@ def nodes(spec: SoakSpec) -> list[dict[str, Any]]:
 
 
 def quotas(spec: SoakSpec) -> dict[str, tuple[int, int]]:
-    """Namespace -> (min, max) whole GPUs: half of the healthy GPUs guaranteed to each namespace,
-    three quarters at most."""
+    """Namespace -> (min, max) whole GPUs (see the module docstring)."""
     healthy = sum(int(n["status"]["allocatable"][GPU]) for n in nodes(spec))
-    return {ns: (healthy // len(NAMESPACES), healthy * 3 // 4) for ns in NAMESPACES}
+    a_min = healthy * 3 // 8
+    return {"ml-a": (a_min, healthy * 7 // 8), "ml-b": (healthy - a_min, healthy * 3 // 4)}
 
 
 def elastic_quotas(spec: SoakSpec) -> list[dict[str, Any]]:
@@ -176,17 +198,38 @@ def build_workload(spec: SoakSpec) -> list[Job]:
     jobs: list[Job] = []
     t, count, serial = 1.0, 0, 0
     groups: Counter[str] = Counter()
+    limits = quotas(spec)
+    next_tide, tides = (spec.tide_delay if spec.tide_every > 0 else math.inf), 0
+    quiet_until, borrower = -math.inf, NAMESPACES[0]
 
     def name(kind: str) -> str:
         nonlocal serial
         serial += 1
         return f"{kind}-{serial:05d}"
 
+    def gpu_pods(kind: str, ns: str, gpus: int) -> list[dict[str, Any]]:
+        pods = []
+        while gpus > 0:
+            ask = min(gpus, rng.choice((1, 2)))
+            pods.append(_pod(name(kind), ns, "batch", gpus=ask, gated=rng.random() < spec.gated))
+            gpus -= ask
+        return pods
+
     while count < spec.pods:
+        if t >= next_tide:
+            borrower, lender = NAMESPACES[tides % 2], NAMESPACES[1 - tides % 2]
+            tide = [Job("borrow", t, [pod], rng.uniform(*spec.tide_hold))
+                    for pod in gpu_pods("borrow", borrower, int(limits[borrower][1] * spec.tide_borrow))]
+            tide += [Job("reclaim", t + spec.tide_delay, [pod], rng.uniform(*spec.runtime))
+                     for pod in gpu_pods("reclaim", lender, limits[lender][0] // 2)]
+            jobs += tide
+            count += len(tide)
+            next_tide, tides, quiet_until = t + spec.tide_every, tides + 1, t + spec.tide_delay
+            continue
         kind = rng.choices(kinds, weights)[0]
         gated = rng.random() < spec.gated
         runtime = rng.uniform(*spec.runtime)
-        ns = rng.choice(NAMESPACES)
+        ns = borrower if t < quiet_until else rng.choice(NAMESPACES)
         if kind == "plain":
             pods = [_pod(name(kind), ns, rng.choice(("batch", "batch", "normal")), gpus=rng.choice((1, 1, 2)),
                          gated=gated)]
@@ -210,6 +253,7 @@ def build_workload(spec: SoakSpec) -> list[Job]:
         count += 1
         t += rng.expovariate(spec.arrival_rate)
     jobs.extend(_infeasible(rng, spec, groups, t))
+    jobs.sort(key=lambda job: job.at)
     return jobs
 
 
