@@ -185,7 +185,13 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         live = live[~decided[live]]
     if any(g.code is Code.ERROR for g in groups):
         return None
-    feasible = names.copy() if not groups else _names_at(names, np.flatnonzero(~rejected))
+    if not groups:
+        feasible = names.copy()
+        snapshot.columns().remember(feasible, rows)
+    else:
+        kept = np.flatnonzero(~rejected)
+        feasible = _names_at(names, kept)
+        snapshot.columns().remember(feasible, rows[kept])
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     for g in groups:
