@@ -20,6 +20,8 @@ from extender.framework.batch import EXACT_LIMIT, Column, Ints, Mask, Rows
 from extender.framework.views import NodeInfo
 
 _MINUS_ONE = itertools.repeat(-1)
+_Remembered = tuple[list[str], Rows]
+"""Names and their rows (``Columns.remember``)."""
 
 
 class Columns:
@@ -29,7 +31,7 @@ class Columns:
 
     def __init__(self, names: list[str], index: dict[str, int], alloc: dict[str, Ints], offered: dict[str, Mask],
                  requested: dict[str, Ints], inexact: frozenset[str],
-                 recent: list[tuple[list[str], Rows] | None] | None = None) -> None:
+                 recent: list[_Remembered | None] | None = None) -> None:
         self._names = names
         """Node name by row (a removed node's row keeps its name; ``index`` says which rows hold
         the snapshot's nodes)."""
@@ -40,7 +42,7 @@ class Columns:
         self._requested = requested
         self._inexact = inexact
         self._empty: Column | None = None
-        self._recent = recent if recent is not None else [None]
+        self._recent: list[_Remembered | None] = recent if recent is not None else [None]
         """The names ``remember`` was last told with their rows, shared by every Columns with
         this ``index`` (rows are the index's: they hold across snapshots while it does)."""
 
