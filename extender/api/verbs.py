@@ -12,7 +12,14 @@ a handler twice. Every outcome, as kube-scheduler reads it, is decided here:
   and counted in ``kube_extender_internal_errors_total`` because kube-scheduler drops it silently.
 
 The log line and the metrics of a request are its ``Record``, called by the transport once the
-reply is on its way (the fast lane writes first, then records).
+reply is on its way (the fast lane writes first, then records; under WSGI the response's
+``close()`` records).
+
+kube-scheduler asks prioritize about the pod it just filtered, on the nodes filter found
+feasible. So the pod's parse is kept for the next request with the same pod text, and once a
+prioritize has followed a filter that way, a filter's Record goes on to score its feasible nodes
+ahead (``Engine.score_ahead``) and encode that reply: the prioritize that follows for the same
+pod, names and cluster is answered with them.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from extender.api import schemas, wire
-from extender.framework.views import PodInfo
 from extender.api.replies import error_payload
+from extender.framework.views import PodInfo
 from extender.metrics import Metrics
 from extender.runtime.batch import Priorities
 from extender.runtime.engine import Engine, InvalidRequest
