@@ -34,6 +34,7 @@ import orjson
 from extender.api import schemas, wire
 from extender.api.replies import error_payload
 from extender.framework.views import PodInfo
+from extender.logs import info_line
 from extender.metrics import Metrics
 from extender.runtime.batch import Priorities
 from extender.runtime.engine import Engine, InvalidRequest
@@ -154,7 +155,7 @@ class Verbs:
         def record() -> None:
             metrics.requests.labels(verb, outcome).inc()
             metrics.request_duration.labels(verb).observe(seconds)
-            log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
+            info_line(log, "request", {"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
                                        "duration_ms": round(seconds * 1000, 3)})
         return record
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import io
 import logging
 import re
+import time
 from typing import Any, Iterator
 
 import orjson
 import pytest
 
-from extender.logs import JsonFormatter, LogfmtFormatter, setup_logging
+from extender.logs import JsonFormatter, LogfmtFormatter, info_line, setup_logging
 
 
 def record(**fields: Any) -> logging.LogRecord:
@@ -75,3 +76,38 @@ def test_records_gather_nothing_the_formatters_do_not_print(logged: io.StringIO)
     assert logged.getvalue().endswith("msg=request verb=filter\n")
     (rec,) = seen
     assert (rec.lineno, rec.thread, rec.processName) == (0, None, None)  # no frame walked
+
+
+@pytest.mark.parametrize("fmt", ["logfmt", "json"])
+def test_a_request_line_written_directly_is_the_line_a_record_makes(fmt: str, logged: io.StringIO) -> None:
+    setup_logging("info", fmt)
+    stream = io.StringIO()
+    logging.getLogger().handlers[0].setStream(stream)
+    api = logging.getLogger("extender.api")
+    fields = {"verb": "filter", "pod": "default/p q", "nodes": 100, "outcome": "feasible", "duration_ms": 0.235}
+    clock = [1795485751.0625]
+    real = time.time
+    time.time = lambda: clock[0]  # type: ignore[assignment]
+    try:
+        info_line(api, "request", dict(fields))
+        api.info("request", extra=dict(fields))
+    finally:
+        time.time = real  # type: ignore[assignment]
+    direct, recorded = stream.getvalue().splitlines()
+    assert direct == recorded
+    assert direct.startswith('ts=2026-11-24T02:02:31.062Z level=info') if fmt == "logfmt" else orjson.loads(direct)
+
+
+def test_a_request_line_is_a_record_when_the_setup_is_not_ours(logged: io.StringIO,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A handler added (here pytest's own) sees every request line as a record."""
+    with caplog.at_level(logging.INFO):
+        info_line(logging.getLogger("extender.api"), "request", {"verb": "filter"})
+    assert [(r.name, r.getMessage(), r.verb) for r in caplog.records] == [("extender.api", "request", "filter")]
+    quiet = logging.getLogger("extender.quiet")
+    quiet.setLevel(logging.WARNING)
+    try:
+        info_line(quiet, "request", {"verb": "filter"})
+    finally:
+        quiet.setLevel(logging.NOTSET)
+    assert "quiet" not in logged.getvalue()
