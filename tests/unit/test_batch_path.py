@@ -119,8 +119,9 @@ class Steer:
         return PreFilterResult(self.allowed), Status()
 
 
-def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str,
-            device_share: bool, steer: frozenset[str] | None = None) -> tuple[Engine, Engine]:
+def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str, device_share: bool,
+            steer: frozenset[str] | None = None, clusters: list[MemoryCluster] | None = None) -> tuple[Engine, Engine]:
+    """The batch engine and the per-node one (``clusters``: where to put their clusters)."""
     enabled = [{"name": "Steer"}, *([{"name": "DeviceShare"}] if device_share else [])]
     registry = Registry([PluginSpec("Steer", lambda args, handle: Steer(steer), parse_args=lambda raw: raw)])
     out = []
@@ -128,8 +129,10 @@ def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: st
         config = config_of(managedResources=[{"name": GPU}, {"name": FPGA}],
                            profiles=[{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {"enabled": enabled}},
                                       "pluginConfig": PROFILES[profile]}])
-        app = create_app(config, source=MemoryCluster(cluster_objects(nodes, pods)), clock=FakeClock(),
-                         background=False, registry=registry)
+        cluster = MemoryCluster(cluster_objects(nodes, pods))
+        if clusters is not None:
+            clusters.append(cluster)
+        app = create_app(config, source=cluster, clock=FakeClock(), background=False, registry=registry)
         engine = app.extensions["kube_extender"].engine
         engine.scheduling.batch = batch
         out.append(engine)
@@ -189,6 +192,27 @@ def test_reservations_count_alike_in_both_paths(data: Any) -> None:
     a, b = fast.filter(pod, names), slow.filter(pod, names)
     assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
     assert statuses(fast, "default/p") == statuses(slow, "default/p")
+
+
+def test_a_claimer_accounted_later_is_noticed_in_both_paths() -> None:
+    """A slot's claimer bound on the slot's node (its Reserve not run yet) stops the slot counting
+    there: the batch path notices in the next snapshot although the claims did not change (it
+    remembers which claimers were accounted only while the claims and the snapshot are the same)."""
+    nodes = [make_node(f"n{i}").alloc(gpu=2).obj() for i in range(3)]
+    clusters: list[MemoryCluster] = []
+    fast, slow = engines(nodes, [], "binpack", device_share=False, clusters=clusters)
+    member = PodInfo.from_pod(make_pod("m").uid("uid-m").req(gpu=1).obj(), fast.handle.managed_resources)
+    pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
+    names = ["n0", "n1", "n2"]
+    for engine in (fast, slow):
+        engine.handle.reservations.place("g", 0, [("n1", member), ("n2", member)], ttl=600.0)
+        assert engine.handle.reservations.claim("g", "uid-m", prefer={"n1"}) == "n1"
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed) == (b.feasible, b.failed) == (names, {})  # n1: 1 of 2 GPUs held
+    for cluster in clusters:  # bound where it claimed its slot: the slot no longer counts, the pod does
+        cluster.add_pod(make_pod("m").uid("uid-m").req(gpu=1).node("n1").obj())
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed) == (b.feasible, b.failed) == (names, {})  # n1: 1 of 2 GPUs used (counted once)
 
 
 def test_columns_follow_the_cache_node_by_node() -> None:
