@@ -102,12 +102,9 @@ def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
 
 
 def _names_where(names: Sequence[str], mask: Mask) -> list[str]:
-    """The names at the positions ``mask`` marks, in order: picked by position when they are few,
-    else by one C-level pass over all of them."""
-    positions = np.flatnonzero(mask)
-    if 2 * len(positions) < len(names):
-        return _names_at(names, positions)
-    return list(itertools.compress(names, mask.tolist()))
+    """The names at the positions ``mask`` marks, in order, in one C-level pass (the mask's bytes
+    are 0 or 1)."""
+    return list(itertools.compress(names, mask.tobytes()))
 
 
 def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str], *,
@@ -206,18 +203,10 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     feasible = names.copy() if not groups else _names_where(names, ~rejected)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    if len(groups) == 1 and 2 * len(groups[0].positions) > n:
-        # one reason for most names (most nodes full, say): every name, less the feasible ones -
-        # each name has one verdict, so a repeated name is on one side only
-        g = groups[0]
-        where = dict.fromkeys(names, g.text)
-        for name in feasible:
-            where.pop(name, None)
-        (unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed).update(where)
-    else:
-        for g in groups:
-            where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-            where.update(dict.fromkeys(_names_at(names, g.positions), g.text))
+    for g in groups:
+        where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+        where.update(dict.fromkeys(_names_where(names, rejected) if len(groups) == 1 else _names_at(names, g.positions),
+                                   g.text))
     return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), failed, unresolvable)
 
 
