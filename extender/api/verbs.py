@@ -22,7 +22,10 @@ import time
 from functools import partial
 from typing import Any, Callable, Mapping
 
+import orjson
+
 from extender.api import schemas, wire
+from extender.framework.views import PodInfo
 from extender.api.replies import error_payload
 from extender.metrics import Metrics
 from extender.runtime.engine import Engine, InvalidRequest
@@ -38,6 +41,8 @@ Record = Callable[[], None]
 
 Answer = tuple[int, Any, Record]
 """The answer to a verb request: HTTP status, reply payload (a JSON value), and its Record."""
+
+_NO_POD = PodInfo(uid="", namespace="", name="")
 
 NOT_LEADER = {"error": "not the leader",
               "message": "this replica follows the cluster but does not decide; "
@@ -81,6 +86,8 @@ class Verbs:
             "filter": self._filter, "prioritize": self._prioritize, "preempt": self._preempt, "bind": self._bind}
         self.kinds = {f"{prefix.rstrip('/')}/{segment}": kind for kind, segment in segments.items()}
         """URL path -> verb kind."""
+        self._last_pod: tuple[bytes, PodInfo] = (b"", _NO_POD)
+        """The pod of the last filter or prioritize request: its JSON text and its parse."""
 
     def answer(self, kind: str, body: bytes, path: str = "") -> Answer:
         """The answer to a POST of ``body`` to the ``kind`` verb (at ``path``, for the log)."""
@@ -105,6 +112,22 @@ class Verbs:
         """Count and log an internal failure answering verb ``kind``."""
         self.metrics.internal_errors.labels(kind).inc()
         log.error(message, exc_info=exc, extra={"verb": kind, "pod": pod})
+
+    def _pod(self, raw: Mapping[str, Any]) -> PodInfo:
+        """The request's pod, parsed (InvalidRequest when malformed). kube-scheduler sends the
+        same pod to filter and then to prioritize: when its JSON text is that of the previous
+        request's pod, that parse is the answer (the text, not ``==``, decides - ``1 == 1.0 ==
+        True`` in Python, and a pod the parse refuses must be refused again)."""
+        try:
+            text = orjson.dumps(raw)
+        except TypeError:  # not a JSON value (it came from one): parse it, remember nothing
+            return self.engine.pod_info(raw)
+        last = self._last_pod
+        if last[0] == text:
+            return last[1]
+        pod = self.engine.pod_info(raw)
+        self._last_pod = (text, pod)
+        return pod
 
     def _finish(self, verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> Record:
         """The Record of one request, its duration measured now: when called, one log line and the
@@ -139,7 +162,7 @@ class Verbs:
     def _filter(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(args["Pod"], names),
+        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(self._pod(args["Pod"]), names),
                             lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}")))
         record = self._finish("filter", t0, pod, len(names), "error" if outcome.error else
                               ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
@@ -148,7 +171,7 @@ class Verbs:
     def _prioritize(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(args["Pod"], names),
+        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(self._pod(args["Pod"]), names),
                            self._http_500("prioritize"))
         return 200, wire.prioritize_reply(scores), self._finish("prioritize", t0, pod, len(names), "ok")
 

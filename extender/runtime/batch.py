@@ -200,7 +200,13 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         live = live[~decided[live]]
     if any(g.code is Code.ERROR for g in groups):
         return None
-    feasible = names.copy() if not groups else _names_where(names, ~rejected)
+    if not groups:
+        feasible = names.copy()
+        snapshot.columns().remember(feasible, rows)
+    else:
+        kept = ~rejected
+        feasible = _names_where(names, kept)
+        snapshot.columns().remember(feasible, rows[kept])
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     for g in groups:

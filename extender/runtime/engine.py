@@ -58,10 +58,12 @@ class Engine:
         """Parse (and remember) a request's pod; InvalidRequest when malformed."""
         return self.pods.parse(raw)
 
-    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
+    def filter(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> FilterOutcome:
+        """The Filter verb for a request's pod (raw, or as ``pod_info`` parsed it)."""
         return self.scheduling.filter(raw_pod, node_names)
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
+    def prioritize(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Priorities:
+        """The Prioritize verb for a request's pod (raw, or as ``pod_info`` parsed it)."""
         return self.scheduling.prioritize(raw_pod, node_names)
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,

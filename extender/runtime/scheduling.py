@@ -165,8 +165,8 @@ class SchedulingCycle(VerbContext):
 
     # ---- filter -----------------------------------------------------------------------------
 
-    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
-        pod = self.pods.parse(raw_pod)
+    def filter(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> FilterOutcome:
+        pod = raw_pod if isinstance(raw_pod, PodInfo) else self.pods.parse(raw_pod)
         fw = self.profiles.framework_for(pod)
         self.cache.cleanup_expired()
         seq = self.cache.change_count()
@@ -240,7 +240,7 @@ class SchedulingCycle(VerbContext):
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
                 outcome.nominated = nominated if pst.ok else None
         if not feasible and not outcome.error and verdicts:
-            self._explain_rejection(raw_pod, pod, verdicts)
+            self._explain_rejection(pod.raw, pod, verdicts)
             self.queue.unschedulable(pod, verdicts, seq)
         elif feasible:
             self.queue.schedulable(pod.uid)
@@ -275,14 +275,14 @@ class SchedulingCycle(VerbContext):
 
     # ---- prioritize ---------------------------------------------------------------------------
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
+    def prioritize(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Priorities:
         """(node, score 0..100) for every input name, in input order; unknown nodes score 0.
         Raises EngineError if a PreScore/Score plugin fails."""
         return Priorities(node_names, self.prioritize_scores(raw_pod, node_names))
 
-    def prioritize_scores(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Ints:
+    def prioritize_scores(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Ints:
         """``prioritize``'s scores, as an int64 array aligned with ``node_names``."""
-        pod = self.pods.parse(raw_pod)
+        pod = raw_pod if isinstance(raw_pod, PodInfo) else self.pods.parse(raw_pod)
         fw = self.profiles.framework_for(pod)
         snapshot = self.cache.snapshot()
         if self.batch:

@@ -241,6 +241,26 @@ def test_columns_follow_the_cache_node_by_node() -> None:
     assert updated.rows_of(["gone"]).tolist() == [-1]
 
 
+def test_rows_remembered_from_filter_serve_prioritize_only_while_they_hold() -> None:
+    """Prioritize reuses the rows filter looked up for its feasible names; once a node is gone
+    and another took a new row, the same names are looked up again."""
+    nodes = [make_node(f"n{i}").alloc(gpu=max(4 - i, 1)).obj() for i in range(12)]  # 3 changes: updated, not rebuilt
+    cluster = MemoryCluster(cluster_objects(nodes, []))
+    app = create_app(config_of(), source=cluster, clock=FakeClock(), background=False)
+    engine = app.extensions["kube_extender"].engine
+    pod = make_pod("p").req(gpu=1).obj()
+    feasible = engine.filter(pod, ["n0", "n1", "n2", "n3"]).feasible
+    before = dict(engine.prioritize(pod, feasible))
+    assert feasible == ["n0", "n1", "n2", "n3"] and len(set(before.values())) == 4
+    cluster.delete_node("n1")
+    cluster.add_node(make_node("n20").alloc(gpu=1).obj())
+    assert dict(engine.prioritize(pod, feasible))["n1"] == 0  # unknown: not in the cache
+    cluster.add_node(make_node("n1").alloc(gpu=8).obj())  # back, on another row, larger
+    after = dict(engine.prioritize(pod, feasible))
+    assert 0 < after["n1"] < before["n0"] < before["n1"]  # the emptiest of the four now (bin-packing)
+    assert {n: after[n] for n in ("n0", "n2")} == {n: before[n] for n in ("n0", "n2")}
+
+
 def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     """A node offering more than int64 columns hold exactly (here 10**14 GPUs, 10**17 milli-units)
     is decided with Python ints, the same with the batch path on."""

@@ -5,13 +5,14 @@ through the fast lane: tests/integration/test_fastlane_http.py."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from typing import Any
 
 import orjson
 import pytest
-from builders import make_node, make_pod
+from builders import GPU, make_node, make_pod
 
 from extender.api.routes import VerbShortcut
 from extender.api.verbs import Verbs
@@ -49,6 +50,37 @@ def test_filter_and_prioritize_are_answered(verbs: Verbs) -> None:
     assert reply["NodeNames"] == ["n1", "n2"] and list(reply["FailedNodes"]) == ["ghost"] and reply["Error"] == ""
     status, reply, _ = verbs.answer("prioritize", args(["n1", "n2"]))
     assert status == 200 and [h["Host"] for h in orjson.loads(orjson.dumps(reply))] == ["n1", "n2"]
+
+
+def _body(pod: dict[str, Any], names: list[str]) -> bytes:
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+def _prioritize(verbs: Verbs, pod: dict[str, Any], names: list[str]) -> tuple[int, Any]:
+    status, reply, _ = verbs.answer("prioritize", _body(pod, names))
+    return status, orjson.loads(orjson.dumps(reply))
+
+
+def test_prioritize_after_filter_judges_the_pod_it_is_sent(verbs: Verbs) -> None:
+    """Filter's parse of the pod serves the prioritize that follows only for the same pod: one
+    that differs - in its requests, or only in a type Python's == does not tell apart - is
+    judged (or refused) as sent."""
+    pod = make_pod("p").req(gpu=1).obj()
+    assert verbs.answer("filter", _body(pod, ["n1", "n2"]))[0] == 200
+    status, reply = _prioritize(verbs, pod, ["n1", "n2"])
+    assert status == 200
+    asks_two = copy.deepcopy(pod)  # the same pod, asking for two GPUs: n2 offers one
+    asks_two["spec"]["containers"][0]["resources"] = {"requests": {GPU: "2"}, "limits": {GPU: "2"}}
+    status, twice = _prioritize(verbs, asks_two, ["n1", "n2"])
+    assert status == 200 and twice != reply and twice[1] == {"Host": "n2", "Score": 0}
+    pod["spec"]["priority"] = 1
+    for odd in (1.0, True):  # == 1 in Python, not an integer priority on the wire
+        mistyped = copy.deepcopy(pod)
+        mistyped["spec"]["priority"] = odd
+        assert mistyped == pod
+        assert verbs.answer("filter", _body(pod, ["n1"]))[0] == 200
+        status, refused = _prioritize(verbs, mistyped, ["n1"])
+        assert status == 400 and "priority" in refused["message"]
 
 
 @pytest.mark.parametrize("kind, body, outcome", [
@@ -113,7 +145,8 @@ def _count(verbs: Verbs, verb: str, outcome: str) -> float:
 
 def test_a_plain_post_is_answered_without_flask(shortcut: VerbShortcut, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shortcut, "app", None)  # the Flask app: never called
-    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(args(["n1"])), str(len(args(["n1"]))))
+    sent = args(["n1"])
+    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(sent), str(len(sent)))
     assert status == "200 OK" and json.loads(body)["NodeNames"] == ["n1"]
     status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(b"nope"), "4")
     assert status == "400 Bad Request" and json.loads(body)["error"] == "bad request"
