@@ -226,7 +226,7 @@ def _filter_steered(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Sn
     filtered - per node (``Framework.run_filter``), as the per-node path does: for a handful of
     nodes that is cheaper than array operations, and it decides the same by definition."""
     texts = dict.fromkeys(names, _reply_text(excluded))  # name -> the reply's text; first every name
-    missing = list(itertools.filterfalse(index.__contains__, texts))
+    missing = [] if texts.keys() <= index.keys() else list(itertools.filterfalse(index.__contains__, texts))
     get = snapshot.getter()
     infos = []
     for name in allowed:
