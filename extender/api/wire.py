@@ -106,10 +106,17 @@ _ENTRY_TAILS = {s: f'","Score":{to_extender_score(s)}}}' for s in range(MAX_NODE
 """The end of a reply entry after the host's name, by score 0..MAX_NODE_SCORE."""
 
 
+_ESCAPED = bytes(range(0x20)) + b'\x7f"\\'
+"""What JSON escapes in a string (and DEL): control characters, the quote, the backslash."""
+
+
 def _plain(text: str) -> bool:
-    """``text`` goes into a JSON string as it is: ASCII without quotes, backslashes or control
-    characters (node names, DNS subdomains, always are)."""
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+    """``text`` goes into a JSON string as it is: ASCII with nothing JSON escapes (node names,
+    DNS subdomains, always are). Two C-level passes: a copy without those bytes is as long."""
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return len(data.translate(None, _ESCAPED)) == len(data)
 
 
 def prioritize_reply(scores: Priorities | Sequence[tuple[str, int]]) -> orjson.Fragment:
