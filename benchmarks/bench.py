@@ -19,7 +19,10 @@ A script that prints figures, never a test. Parts (see benchmarks/README.md, "ma
 2. **Gang** (in process, 500 nodes): a plain pod's filter at 500 names; a 1,000-member gang's
    members' filter and Permit; the plain pod's filter while the gang's 1,000-slot reservation is
    held. Targets: member filter and Permit <= 1.5x the plain filter; plain filter with the
-   reservation <= 1.2x without.
+   reservation <= 1.2x without. Also printed: the plain filter where the nodes the held slots
+   make infeasible are full of pods instead (like for like), and the held filter once the
+   members claimed their slots. Requests name the nodes in turning rotations, and the plain
+   reference takes turns with every other measurement.
 3. **Emulator** (in process, as ``simulate`` without ``--extender``): the emulator's own time per
    bound pod (the run's wall time minus the time inside the extender's verb calls) against the
    extender's time per pod. Target: emulator <= extender.
@@ -283,7 +286,8 @@ def gang_part(nodes: int, members: int, rounds: int) -> None:
         plain_filter(base, "plain")
         out = timed("member", lambda: engine.filter(raw, next(rotations)))
         node = out.feasible[0] if out.feasible else names[0]
-        timed("permit", lambda: fw.run_permit(CycleState(), PodInfo.from_pod(raw, engine.handle.managed_resources), node))
+        timed("permit", lambda: fw.run_permit(CycleState(), PodInfo.from_pod(raw, engine.handle.managed_resources),
+                                              node))
     for _ in range(rounds):
         plain_filter(base, "plain")
         plain_filter(engine, "claimed")

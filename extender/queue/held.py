@@ -9,6 +9,7 @@ the handle (``with_held`` / ``held_nodes``); the engine through the queue.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import AbstractSet, Callable, Container, Mapping
 
 from extender.framework.batch import Ints
@@ -22,6 +23,8 @@ class HeldCapacity:
         self.nominator = nominator
         self.reservations = reservations
         self._simulated = itertools.count(-1, -1)
+        self._last: tuple[NodeInfo, list[PodInfo], NodeInfo] | None = None
+        """The last ``with_held`` that added pods: to which NodeInfo, which, and the answer."""
         self._exact: tuple[object, object, frozenset[str]] = ((), None, frozenset())
         """The last claims ``held_amounts`` looked at, as of what, and which were accounted."""
 
@@ -33,13 +36,21 @@ class HeldCapacity:
         ``strict``: slots held for the pod's own group count too (see ``Reservations.held_on``).
         A simulated NodeInfo gets a negative generation (never cached); with nothing held,
         ``info`` itself. The held pods are added in one copy (``NodeInfo.with_pods``), not one
-        per pod."""
+        per pod - and not again when the same slots are held on the same NodeInfo as in the last
+        call (a gang member's slot node is filtered twice in its filter call: by Gang's
+        PreFilter and by the Filter phase)."""
         held = [p.bound_to(info.name) for p in self.nominator.nominated(info.name)
                 if p.uid != pod.uid and p.priority >= pod.priority]
         held.extend(self.reservations.held_on(info.name, pod, strict, info.pods))
         if not held:
             return info
-        return info.with_pods(held, next(self._simulated))
+        last = self._last
+        if (last is not None and last[0] is info and len(last[1]) == len(held)
+                and all(map(operator.is_, last[1], held))):
+            return last[2]  # the same pods (objects: placeholders) added to the same node
+        out = info.with_pods(held, next(self._simulated))
+        self._last = (info, held, out)
+        return out
 
     def held_amounts(self, pod: PodInfo, index: Mapping[str, int], size: int,
                      accounted: Callable[[str], Container[str]],

@@ -127,7 +127,8 @@ def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: st
     out = []
     for batch in (True, False):
         config = config_of(managedResources=[{"name": GPU}, {"name": FPGA}],
-                           profiles=[{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {"enabled": enabled}},
+                           profiles=[{"schedulerName": "default-scheduler",
+                                      "plugins": {"multiPoint": {"enabled": enabled}},
                                       "pluginConfig": PROFILES[profile]}])
         cluster = MemoryCluster(cluster_objects(nodes, pods))
         if clusters is not None:
