@@ -390,7 +390,7 @@ class Reservations:
         if len(seen) == len(counted) and all(res is r and changes == res.claim_changes
                                              for res, (r, changes) in zip(counted, seen)):
             return claims
-        marks = [(res, res.claim_changes) for res in counted]  # before reading: a claim meanwhile is seen next time
+        marks = [(res, res.claim_changes) for res in counted]  # first: a claim while reading is seen next time
         claims = tuple((slot.node, uid) for res in counted for uid, slot in list(res.claims.items()))
         self._claims = (marks, claims)
         return claims

@@ -211,8 +211,8 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     unresolvable: dict[str, str] = {}
     for g in groups:
         where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-        where.update(dict.fromkeys(_names_where(names, rejected) if len(groups) == 1 else _names_at(names, g.positions),
-                                   g.text))
+        rejected_here = _names_where(names, rejected) if len(groups) == 1 else _names_at(names, g.positions)
+        where.update(dict.fromkeys(rejected_here, g.text))
     return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), failed, unresolvable)
 
 
