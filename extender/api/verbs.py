@@ -28,6 +28,7 @@ from extender.api import schemas, wire
 from extender.framework.views import PodInfo
 from extender.api.replies import error_payload
 from extender.metrics import Metrics
+from extender.runtime.batch import Priorities
 from extender.runtime.engine import Engine, InvalidRequest
 
 log = logging.getLogger("extender.api")
@@ -88,6 +89,13 @@ class Verbs:
         """URL path -> verb kind."""
         self._last_pod: tuple[bytes, PodInfo] = (b"", _NO_POD)
         """The pod of the last filter or prioritize request: its JSON text and its parse."""
+        self._expected: tuple[PodInfo, list[str]] = (_NO_POD, [])
+        """The pod of the last filter that found nodes, and those nodes: what kube-scheduler
+        sends to prioritize next."""
+        self._follows = False
+        """The last prioritize asked exactly that: filter then scores its feasible nodes ahead."""
+        self._ahead_reply: tuple[Any, Any] = (None, None)
+        """Scores made ahead (``Engine.score_ahead``) and their reply, already encoded."""
 
     def answer(self, kind: str, body: bytes, path: str = "") -> Answer:
         """The answer to a POST of ``body`` to the ``kind`` verb (at ``path``, for the log)."""
@@ -162,18 +170,42 @@ class Verbs:
     def _filter(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(self._pod(args["Pod"]), names),
-                            lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}")))
+        failed = lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}"))  # noqa: E731
+        info = self._run("filter", t0, pod, len(names), lambda: self._pod(args["Pod"]), failed)
+        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(info, names), failed)
         record = self._finish("filter", t0, pod, len(names), "error" if outcome.error else
                               ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
+        if outcome.feasible and not outcome.error:
+            self._expected = (info, outcome.feasible)
+            if self._follows:
+                record = self._then_score_ahead(record, info, outcome.feasible)
         return 200, wire.filter_reply(args, outcome), record
+
+    def _then_score_ahead(self, record: Record, pod: PodInfo, names: list[str]) -> Record:
+        """``record``, then the scores and the reply of the prioritize expected next, made while
+        kube-scheduler reads the filter answer and runs its own plugins (``Engine.score_ahead``).
+        Best effort: a failure here leaves prioritize to compute (and report) it."""
+        def then() -> None:
+            record()
+            try:
+                scores = self.engine.score_ahead(pod, names)
+                if scores is not None:
+                    self._ahead_reply = (scores, wire.prioritize_reply(Priorities(names, scores)))
+            except Exception:  # noqa: BLE001 - the prioritize that follows meets the failure itself
+                log.debug("scoring ahead failed", exc_info=True, extra={"pod": pod.key})
+        return then
 
     def _prioritize(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(self._pod(args["Pod"]), names),
-                           self._http_500("prioritize"))
-        return 200, wire.prioritize_reply(scores), self._finish("prioritize", t0, pod, len(names), "ok")
+        failed = self._http_500("prioritize")
+        info = self._run("prioritize", t0, pod, len(names), lambda: self._pod(args["Pod"]), failed)
+        expected = self._expected
+        self._follows = expected[0] is info and expected[1] == names
+        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(info, names), failed)
+        ready_scores, ready_reply = self._ahead_reply
+        reply = ready_reply if ready_scores is scores.scores else wire.prioritize_reply(scores)
+        return 200, reply, self._finish("prioritize", t0, pod, len(names), "ok")
 
     def _preempt(self, body: bytes) -> Answer:
         t0 = time.perf_counter()

@@ -30,6 +30,9 @@ NAME = "NodeResources"
 
 class NodeResources:
     name = NAME
+    SCORES_FROM_SNAPSHOT = True
+    """Its scores read nothing but the pod, the snapshot and its arguments: the engine may score
+    a filter's feasible nodes ahead of the prioritize that follows (``score_ahead``)."""
 
     def __init__(self, args: NodeResourcesArgs, handle: Handle) -> None:
         self.handle = handle

@@ -262,6 +262,20 @@ def test_rows_remembered_from_filter_serve_prioritize_only_while_they_hold() -> 
     assert {n: after[n] for n in ("n0", "n2")} == {n: before[n] for n in ("n0", "n2")}
 
 
+@pytest.mark.parametrize("device_share, ahead", [(False, True), (True, False)], ids=["NodeResources", "DeviceShare"])
+def test_only_scores_read_from_the_snapshot_alone_are_made_ahead(device_share: bool, ahead: bool) -> None:
+    """Scoring ahead of prioritize (``score_ahead``) is for Score plugins that declare their
+    scores depend on the pod and the snapshot only; DeviceShare's do not say so."""
+    nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(3)]
+    engine, _ = engines(nodes, [], "binpack", device_share)
+    pod = engine.pod_info(make_pod("p").req(gpu=1).obj())
+    scores = engine.score_ahead(pod, ["n0", "n1"])
+    assert (scores is not None) is ahead
+    if ahead:
+        assert engine.prioritize(pod, ["n0", "n1"]).scores is scores  # served as made
+        assert engine.prioritize(engine.pod_info(make_pod("p").req(gpu=1).obj()), ["n0", "n1"]).scores is not scores
+
+
 def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     """A node offering more than int64 columns hold exactly (here 10**14 GPUs, 10**17 milli-units)
     is decided with Python ints, the same with the batch path on."""

@@ -83,6 +83,51 @@ def test_prioritize_after_filter_judges_the_pod_it_is_sent(verbs: Verbs) -> None
         assert status == 400 and "priority" in refused["message"]
 
 
+def _pair(verbs: Verbs, pod: dict[str, Any], names: list[str]) -> tuple[list[str], list[Any]]:
+    """Filter then prioritize as kube-scheduler asks them (the filter's record called, as the
+    transport does once the answer is sent)."""
+    status, reply, record = verbs.answer("filter", _body(pod, names))
+    record()
+    status, scores = _prioritize(verbs, pod, reply["NodeNames"])
+    assert status == 200
+    return reply["NodeNames"], scores
+
+
+def test_scores_made_ahead_are_what_prioritize_computes_on_the_cluster_it_sees(make_app: Any) -> None:
+    """Once prioritize follows filter with its feasible nodes, each filter's record scores them
+    ahead; prioritize answers with those scores only for that very pod, those names and an
+    unchanged cluster."""
+    app, cluster = make_app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()])
+    verbs = app.wsgi_app.verbs
+    first = make_pod("first").req(gpu=1).obj()
+    assert _pair(verbs, first, ["n1", "n2"])[1] == [{"Host": "n1", "Score": 3}, {"Host": "n2", "Score": 5}]
+    assert verbs._ahead_reply[0] is None  # nothing scored ahead before a prioritize followed a filter
+
+    pod = make_pod("p").req(gpu=1).obj()
+    status, reply, record = verbs.answer("filter", _body(pod, ["n1", "n2"]))
+    record()
+    assert verbs._ahead_reply[0] is not None  # scored ahead
+    assert _prioritize(verbs, pod, ["n1", "n2"])[1] == [{"Host": "n1", "Score": 3}, {"Host": "n2", "Score": 5}]
+
+    asks_two = copy.deepcopy(pod)  # the same pod asking for two GPUs
+    asks_two["spec"]["containers"][0]["resources"] = {"requests": {GPU: "2"}, "limits": {GPU: "2"}}
+    for change, asked, names, expected in [
+        # another pod lands on n1 after the filter: n1 is fuller now (3 of 4 with this one)
+        (lambda: cluster.add_pod(make_pod("q").req(gpu=2).node("n1").obj()), pod, ["n1", "n2"], [8, 5]),
+        (lambda: None, pod, ["n2"], [5]),  # not the names filter found
+        (lambda: None, pod, ["n2", "n1"], [5, 8]),  # nor in their order
+        (lambda: None, asks_two, ["n1", "n2"], [10, 10]),  # another pod (its own text)
+    ]:
+        _pair(verbs, first, ["n1", "n2"])  # prioritize follows filter again
+        before = verbs._ahead_reply[0]
+        status, reply, record = verbs.answer("filter", _body(pod, ["n1", "n2"]))
+        record()
+        assert reply["NodeNames"] == ["n1", "n2"] and verbs._ahead_reply[0] is not before  # scored ahead
+        change()
+        _, scores = _prioritize(verbs, asked, names)
+        assert [s["Score"] for s in scores] == expected and [s["Host"] for s in scores] == names
+
+
 @pytest.mark.parametrize("kind, body, outcome", [
     ("filter", None, "feasible"),
     ("filter", b"not json", "bad_request"),
