@@ -155,7 +155,7 @@ class SchedulingCycle(VerbContext):
             info = snapshot.get(node)
             return info.pods if info is not None else ()
 
-        found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted)
+        found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted, snapshot)
         if found is None:
             return None, held
         amounts, exact = found
