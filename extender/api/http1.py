@@ -29,7 +29,6 @@ from __future__ import annotations
 import io
 import logging
 import socket
-import ssl
 import sys
 import time
 from dataclasses import dataclass
@@ -273,8 +272,8 @@ class Connection:
                 self.since, self.waiting = time.monotonic(), True
                 try:
                     data = sock.recv(_RECV)
-                except (TimeoutError, ConnectionError, ssl.SSLError, OSError):
-                    return  # idle past the keep-alive timeout, or the client left (TLS included)
+                except OSError:  # ssl.SSLError and ConnectionError are OSErrors
+                    return  # the client left (TLS included), or the sweep ended the connection
                 self.idle = self.waiting = False
                 if not data:
                     return
