@@ -11,6 +11,7 @@ owns them and the rest of the cycle (queue, assume, binding, failures, preemptio
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 import random
@@ -22,7 +23,7 @@ import numpy as np
 from extender.framework.status import Code, Status
 from extender.sim import queue as q
 from extender.sim.cache import NodeState, PodRecord, Snapshot
-from extender.sim.client import ExtenderError, HTTPExtender
+from extender.sim.client import ExtenderError, HTTPExtender, encode_pod
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import WorkingNode, run_filters, score_nodes
 from extender.sim.records import Diagnosis, ScoreTable
@@ -34,6 +35,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
 _PASSED = Status()
+_NAME = operator.attrgetter("name")
+_RAW = operator.attrgetter("raw")
 
 
 class Placement:
@@ -48,6 +51,7 @@ class Placement:
     _executor: ThreadPoolExecutor
     _has_filter_extenders: bool
     _has_scoring: bool
+    _encoded: tuple[PodRecord, bytes] | None
 
     def _fits(self, pod: PodRecord, node: NodeState | WorkingNode, nominated: Mapping[str, list[PodRecord]],
               pods_only: bool = False) -> Status:
@@ -104,11 +108,13 @@ class Placement:
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
         checked, end = (range(n), n) if known is None else known
         taken = 0
+        earlier = set(diag.statuses)  # the nominated node's, if it failed: a step may look at it again
         for i in (*checked, end):
             run = steps[taken:min(i, taken + to_find - len(feasible))]
-            if run and diag.statuses:
+            if run and earlier:
                 for node in run:
-                    diag.statuses.pop(node.name, None)
+                    if node.name in earlier:
+                        diag.statuses.pop(node.name, None)
             feasible += run
             processed = taken + len(run)
             if len(feasible) >= to_find or i == end:
@@ -167,39 +173,34 @@ class Placement:
             if not ext.spec.is_interested(pod.raw):
                 continue
             try:
-                sent = [n.name for n in feasible]
-                reply = ext.filter(pod.raw, [n.raw for n in feasible], sent)
+                sent = list(map(_NAME, feasible))
+                reply = ext.filter(pod.raw, list(map(_RAW, feasible)), sent, self._pod_body(pod))
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
                     continue
                 raise
-            fresh: dict[tuple[Code, str], Status] = {}  # one per code and message: immutable, so shared
-            for name, msg in reply.unresolvable.items():
-                old = diag.statuses.get(name)
-                if old is None:
-                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
-                else:
-                    diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, old.reasons + (msg,))
-            for name, msg in reply.failed.items():
-                if name in reply.unresolvable:
-                    continue
-                old = diag.statuses.get(name)
-                if old is None:
-                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE, msg)
-                else:
-                    diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
-            survivors = []
+            _record_failures(diag.statuses, reply.unresolvable, reply.failed)
             states = snap.nodes
-            for name in reply.names:
-                state = states.get(name)
-                if state is None and reply.node_objects is not None:
-                    state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
-                if state is not None:
+            if reply.node_objects is None:
+                survivors = [state for state in map(states.get, reply.names) if state is not None]
+            else:
+                survivors = []
+                for name in reply.names:
+                    state = states.get(name)
+                    if state is None:
+                        state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                     survivors.append(state)
-            diag.extender_rejected.update(set(sent).difference([n.name for n in survivors]))
+            diag.extender_rejected.update(set(sent).difference(map(_NAME, survivors)))
             feasible = survivors
         return feasible
+
+    def _pod_body(self, pod: PodRecord) -> bytes:
+        """The cycle's pod as the requests carry it, encoded once for every verb of the cycle (a
+        PodRecord is immutable: the same record, the same bytes)."""
+        if self._encoded is None or self._encoded[0] is not pod:
+            self._encoded = (pod, encode_pod(pod.raw))
+        return self._encoded[1]
 
     def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[ScoreTable, list[int]]:
         """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
@@ -217,35 +218,41 @@ class Placement:
                 plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
                 in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
             columns += in_tree
-        raws = [n.raw for n in feasible]
+        raws = list(map(_RAW, feasible))
+        body = self._pod_body(pod) if interested else b""
 
-        def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
+        def call(ext: HTTPExtender) -> tuple[HTTPExtender, list[str], list[int], int, str]:
             try:
-                prios, weight = ext.prioritize(pod.raw, raws, names)
-                return ext, prios, weight, ""
+                return (ext, *ext.prioritize_columns(pod.raw, raws, names, body), "")
             except ExtenderError as exc:
-                return ext, None, 0, str(exc)
+                return ext, [], [], 0, str(exc)
 
         if len(interested) > 1:
             results = list(self._executor.map(call, interested))
         else:
             results = [call(e) for e in interested]
-        for ext, prios, weight, error in results:
+        for ext, hosts, scores, weight, error in results:
             if error:
                 log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
                 continue
             scale = weight * MAX_EXTENDER_SCORE_SCALE
-            sums: dict[str, int] = {}
-            for hp in prios:
-                sums[hp.host] = sums.get(hp.host, 0) + hp.score * scale
-            columns.append((f"extender:{ext.name}", [sums.get(name) for name in names]))
+            scaled = list(map(operator.mul, scores, itertools.repeat(scale, len(scores))))
+            if len(set(hosts)) == len(hosts):
+                sums = dict(zip(hosts, scaled))
+            else:  # a host named twice: its scores add up
+                sums = {}
+                for host, score in zip(hosts, scaled):
+                    sums[host] = sums.get(host, 0) + score
+            columns.append((f"extender:{ext.name}", list(map(sums.get, names))))
         table = ScoreTable(names, columns)
         plugins = [plugin for plugin, _ in columns]
         if len(set(plugins)) < len(plugins):  # a repeated name: the rows hold what its later columns left
             return table, [sum(table[name].values()) for name in names]
         totals = [0] * len(names)
         for _, values in columns:
-            totals = list(map(operator.add, totals, [0 if v is None else v for v in values]))
+            if None in values:
+                values = [0 if v is None else v for v in values]
+            totals = list(map(operator.add, totals, values))
         return table, totals
 
     def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
@@ -262,10 +269,27 @@ class Placement:
         return best
 
 
-def _shared(made: dict[tuple[Code, str], Status], code: Code, message: str) -> Status:
-    """``Status(code, (message,))``, made once per ``made`` (an extender's reply names hundreds
-    of nodes with a handful of messages)."""
-    st = made.get((code, message))
-    if st is None:
-        st = made[(code, message)] = Status(code, (message,))
-    return st
+def _record_failures(statuses: dict[str, Status], unresolvable: Mapping[str, str], failed: Mapping[str, str]) -> None:
+    """An extender's failure maps into the diagnosis, as ``findNodesThatPassExtenders`` does:
+    ``FailedAndUnresolvableNodes`` first and winning over ``FailedNodes``; a node that already
+    has a status gets the message added to its reasons (unresolvable: its code becomes
+    UnschedulableAndUnresolvable). A node without one gets a Status made once per code and
+    message - immutable, so shared: a reply names hundreds of nodes with a handful of messages -
+    and those are stored at C speed."""
+    for code, failures in ((Code.UNSCHEDULABLE_AND_UNRESOLVABLE, unresolvable), (Code.UNSCHEDULABLE, failed)):
+        if not failures:
+            continue
+        if failures is failed and unresolvable:
+            failures = {name: msg for name, msg in failures.items() if name not in unresolvable}
+        known = failures.keys() & statuses.keys()
+        if known:  # rare: such nodes keep their place in the diagnosis, as an assignment would
+            fresh = {name: msg for name, msg in failures.items() if name not in known}
+            for name in [name for name in failures if name in known]:
+                old, msg = statuses[name], failures[name]
+                if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    statuses[name] = Status(code, old.reasons + (msg,))
+                else:
+                    statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
+            failures = fresh
+        made = {msg: Status(code, (msg,)) for msg in set(failures.values())}
+        statuses.update(zip(failures.keys(), map(made.__getitem__, failures.values())))

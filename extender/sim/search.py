@@ -68,6 +68,9 @@ class NodeSearch:
         self._node_scores: dict[str, tuple[Ints, Ints]] = {}
         """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
         node affinity weight (the node-only score inputs)."""
+        self._keyed: tuple[PodRecord, str] | None = None
+        self._scored: tuple[list[Ints] | None] | None = None
+        """:meth:`_score_arrays`' answer for the columns as they are (None: not known yet)."""
 
     def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
@@ -109,11 +112,13 @@ class NodeSearch:
         self._requested = {r: np.zeros(size, np.int64) for r in names}
         self._pods = np.zeros(size, np.int64)
         self._nonzero = (np.zeros(size, np.int64), np.zeros(size, np.int64))
+        self._scored = None
         self.usable = all(self._write_row(i, n) for i, n in enumerate(nodes))
 
     def _write_row(self, row: int, node: NodeState) -> bool:
         """Store ``node`` in ``row``; False when an amount is out of range (or names a resource
         without a column: the caller rebuilds)."""
+        self._scored = None
         for r, values in self._alloc.items():
             values[row] = 0
             self._requested[r][row] = 0
@@ -140,8 +145,14 @@ class NodeSearch:
             return None
         return self._node_only_mask(pod) & self._fits(pod)
 
+    def _constraints_of(self, pod: PodRecord) -> str:
+        """:func:`_constraints`, worked out once for a cycle's pod (a PodRecord is immutable)."""
+        if self._keyed is None or self._keyed[0] is not pod:
+            self._keyed = (pod, _constraints(pod))
+        return self._keyed[1]
+
     def _node_only_mask(self, pod: PodRecord) -> Mask:
-        key = _constraints(pod)
+        key = self._constraints_of(pod)
         mask = self._node_only.get(key)
         if mask is None:
             if len(self._node_only) >= _CACHED_CONSTRAINTS:
@@ -183,18 +194,18 @@ class NodeSearch:
     def score_columns(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, list[int]]] | None:
         """:meth:`scores` as (plugin, weighted score of each of ``nodes``) in ``score_nodes``'s
         plugin order - what a cycle needs without a dict per node; None as for :meth:`scores`."""
-        rows = [self._index.get(n.name, -1) for n in nodes]
-        if not self.usable or any(r < 0 or self.nodes[r] is not n for r, n in zip(rows, nodes)):
+        if not self.usable:
+            return None
+        rows = list(map(self._index.get, map(_NAME, nodes)))
+        if None in rows or not all(map(operator.is_, map(self.nodes.__getitem__, rows), nodes)):  # type: ignore[arg-type]
             return None
         at = np.array(rows, dtype=np.intp)
         req = pod.requests
-        cpu_alloc, mem_alloc = self._column(self._alloc, "cpu"), self._column(self._alloc, "memory")
         inputs = [pod.nonzero_cpu, pod.nonzero_memory, req.get("cpu", 0), req.get("memory", 0)]
-        arrays = [np.broadcast_to(a, (len(self.nodes),)) for a in (cpu_alloc, mem_alloc, *self._nonzero,
-                                                                    self._column(self._requested, "cpu"),
-                                                                    self._column(self._requested, "memory"))]
-        if any(not -_FLOAT_EXACT < v < _FLOAT_EXACT for v in inputs) or any(
-                len(a) and (a.max() >= _FLOAT_EXACT or a.min() <= -_FLOAT_EXACT) for a in arrays):
+        if any(not -_FLOAT_EXACT < v < _FLOAT_EXACT for v in inputs):
+            return None
+        arrays = self._score_arrays()
+        if arrays is None:
             return None
         cpu_alloc, mem_alloc, nz_cpu, nz_mem, used_cpu, used_mem = (a[at] for a in arrays)
         # NodeResourcesFit, LeastAllocated on cpu and memory with non-zero requests (filters.least_allocated)
@@ -223,8 +234,22 @@ class NodeSearch:
                 ("TaintToleration", (taint_scores * w["TaintToleration"]).tolist()),
                 ("NodeAffinity", (affinity_scores * w["NodeAffinity"]).tolist())]
 
+    def _score_arrays(self) -> list[Ints] | None:
+        """The columns the resource scores read - allocatable cpu and memory, the non-zero
+        requests, the requested cpu and memory - one value per row; None when one holds an
+        amount beyond float64's exact integers. Checked once per change of the columns, not
+        once per cycle."""
+        if self._scored is None:
+            size = len(self.nodes)
+            arrays = [np.broadcast_to(a, (size,)) for a in (
+                self._column(self._alloc, "cpu"), self._column(self._alloc, "memory"), *self._nonzero,
+                self._column(self._requested, "cpu"), self._column(self._requested, "memory"))]
+            exact = not any(len(a) and (a.max() >= _FLOAT_EXACT or a.min() <= -_FLOAT_EXACT) for a in arrays)
+            self._scored = (arrays if exact else None,)
+        return self._scored[0]
+
     def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
-        key = _constraints(pod)
+        key = self._constraints_of(pod)
         found = self._node_scores.get(key)
         if found is None:
             if len(self._node_scores) >= _CACHED_CONSTRAINTS:
