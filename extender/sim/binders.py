@@ -58,7 +58,7 @@ class _Worker:
             try:
                 fn(*args)
             except BaseException:  # noqa: BLE001 - reported as an uncaught exception of a thread
-                threading.excepthook(threading.ExceptHookArgs((*sys.exc_info(), self.thread)))  # type: ignore[arg-type]
+                threading.excepthook(threading.ExceptHookArgs((*sys.exc_info(), self.thread)))
             with pool.lock:
                 if pool.closed:
                     return

@@ -523,7 +523,8 @@ class HTTPExtender:
     def filter(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
                names: Sequence[str] | None = None, pod_body: bytes | None = None) -> FilterReply:
         """``HTTPExtender.Filter``; ``nodes`` are raw Node objects, at least one (``names``: their
-        names, and ``pod_body``: :func:`encode_pod`'s bytes of ``pod``, when the caller has them).
+        names, and ``pod_body``: :func:`encode_pod`'s bytes of ``pod``, when the caller has them;
+        with ``names``, a nodeCacheCapable extender needs no ``nodes``: it is sent names only).
         The reply's maps are the decoder's own (fresh) objects."""
         names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.filter_verb:
@@ -560,7 +561,7 @@ class HTTPExtender:
                            names: Sequence[str] | None = None,
                            pod_body: bytes | None = None) -> tuple[list[str], list[int], int]:
         """:meth:`prioritize` as (hosts, their scores in reply order, weight): what a cycle sums
-        without an object per host (``pod_body`` as for :meth:`filter`)."""
+        without an object per host (``nodes``, ``names`` and ``pod_body`` as for :meth:`filter`)."""
         names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.prioritize_verb:
             return names, [0] * len(names), 0

@@ -103,7 +103,7 @@ class Placement:
             to_find = 1
         feasible: list[NodeState] = []
         processed = 0
-        known = self._search_order(pod, nodes, snap.order, nominated, to_find)
+        known = self._search_order(pod, nodes, snap, nominated, to_find)
         steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
         checked, end = (range(n), n) if known is None else known
@@ -139,7 +139,7 @@ class Placement:
             diag.plugins.add(q.EXTENDER_PLUGIN)
         return feasible, diag
 
-    def _search_order(self, pod: PodRecord, nodes: list[NodeState], order: tuple[str, ...],
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], snap: Snapshot,
                       nominated: Mapping[str, list[PodRecord]], to_find: int) -> tuple[list[int], int] | None:
         """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
         up to the last it can need - the one where the ``to_find``-th node known to pass is found,
@@ -148,7 +148,7 @@ class Placement:
         decides it, as it does every node that fails, whose Status the diagnosis needs), and the
         number of steps. None when the columns cannot tell: every node then goes through ``_fits``."""
         search = self._search
-        search.sync(nodes, order)
+        search.sync(nodes, snap.order, snap.changes)
         passing = search.passing(pod)
         if passing is None:
             return None
@@ -174,7 +174,7 @@ class Placement:
                 continue
             try:
                 sent = list(map(_NAME, feasible))
-                reply = ext.filter(pod.raw, list(map(_RAW, feasible)), sent, self._pod_body(pod))
+                reply = ext.filter(pod.raw, _raws(ext, feasible), sent, self._pod_body(pod))
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
@@ -184,6 +184,7 @@ class Placement:
             states = snap.nodes
             if reply.node_objects is None:
                 survivors = [state for state in map(states.get, reply.names) if state is not None]
+                kept = reply.names if len(survivors) == len(reply.names) else map(_NAME, survivors)
             else:
                 survivors = []
                 for name in reply.names:
@@ -191,7 +192,8 @@ class Placement:
                     if state is None:
                         state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                     survivors.append(state)
-            diag.extender_rejected.update(set(sent).difference(map(_NAME, survivors)))
+                kept = map(_NAME, survivors)
+            diag.extender_rejected.update(set(sent).difference(kept))
             feasible = survivors
         return feasible
 
@@ -218,12 +220,11 @@ class Placement:
                 plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
                 in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
             columns += in_tree
-        raws = list(map(_RAW, feasible))
         body = self._pod_body(pod) if interested else b""
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, list[str], list[int], int, str]:
             try:
-                return (ext, *ext.prioritize_columns(pod.raw, raws, names, body), "")
+                return (ext, *ext.prioritize_columns(pod.raw, _raws(ext, feasible), names, body), "")
             except ExtenderError as exc:
                 return ext, [], [], 0, str(exc)
 
@@ -267,6 +268,12 @@ class Placement:
                 if self.rng.randrange(count) == 0:
                     best = name
         return best
+
+
+def _raws(ext: HTTPExtender, nodes: list[NodeState]) -> list[Mapping[str, Any]]:
+    """The Node objects a request to ``ext`` carries: none in nodeCacheCapable mode, which sends
+    the names only."""
+    return [] if ext.spec.node_cache_capable else list(map(_RAW, nodes))
 
 
 def _record_failures(statuses: dict[str, Status], unresolvable: Mapping[str, str], failed: Mapping[str, str]) -> None:

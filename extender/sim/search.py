@@ -69,28 +69,34 @@ class NodeSearch:
         """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
         node affinity weight (the node-only score inputs)."""
         self._keyed: tuple[PodRecord, str] | None = None
+        self._synced: int | None = None
+        """The serial of the snapshot last followed (None: unknown)."""
         self._scored: tuple[list[Ints] | None] | None = None
         """:meth:`_score_arrays`' answer for the columns as they are (None: not known yet)."""
 
-    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None) -> None:
+    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None,
+             changes: tuple[int, frozenset[int], int] | None = None) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
         new order or a changed node object rebuilds what depends on it (as does any change while
         an out-of-range amount keeps the columns off: it may be gone). ``order``: the nodes' names
         as the snapshot holds them - the same tuple is the same order, so the names need no
-        comparing."""
+        comparing. ``changes``: the snapshot's (``cache.Snapshot.changes``) - when the search
+        last followed the snapshot they are counted from, only those rows are compared."""
         old = self.nodes
+        synced, self._synced = self._synced, (changes[2] if changes is not None else None)
         if order is None or order is not self._order or not self.usable:
             self._order = order
             if list(map(_NAME, nodes)) != self._names or not self.usable:
                 self._build(nodes)
                 return
-        changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
-        if not len(changed):
-            return
-        self.nodes = list(nodes)
-        for row in changed.tolist():
+        if changes is not None and synced is not None and changes[0] == synced and len(old) == len(nodes):
+            rows = sorted(row for row in changes[1] if nodes[row] is not old[row])
+        else:
+            rows = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes))).tolist()
+        for row in rows:
             node = nodes[row]
-            if node.raw is not old[row].raw:
+            before, old[row] = old[row], node
+            if node.raw is not before.raw:
                 self._node_only.clear()
                 self._node_scores.clear()
             if not self._write_row(row, node):
