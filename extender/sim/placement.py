@@ -213,13 +213,17 @@ class Placement:
             ones = [1] * len(names)
             return ScoreTable(names, [("default", ones)]), ones
         columns: list[tuple[str, Sequence[int | None]]] = []
+        summed: list[int] | None = None  # the in-tree columns' sum, when the arrays gave it
         if self.cfg.in_tree_scoring:
-            in_tree = self._search.score_columns(pod, feasible)
-            if in_tree is None:
+            arrays = self._search.score_arrays(pod, feasible)
+            if arrays is not None:
+                columns += [(plugin, values.tolist()) for plugin, values in arrays]
+                summed = sum((values for _, values in arrays), np.zeros(len(names), np.int64)).tolist()
+            else:
                 rows = score_nodes(pod, feasible)
                 plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
-                in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
-            columns += in_tree
+                columns += [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
+        in_tree = len(columns)
         body = self._pod_body(pod) if interested else b""
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, list[str], list[int], int, str]:
@@ -249,25 +253,58 @@ class Placement:
         plugins = [plugin for plugin, _ in columns]
         if len(set(plugins)) < len(plugins):  # a repeated name: the rows hold what its later columns left
             return table, [sum(table[name].values()) for name in names]
-        totals = [0] * len(names)
-        for _, values in columns:
+        totals = [0] * len(names) if summed is None else summed
+        for _, values in columns if summed is None else columns[in_tree:]:
             if None in values:
                 values = [0 if v is None else v for v in values]
             totals = list(map(operator.add, totals, values))
         return table, totals
 
-    def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
+    def _select_host(self, names: Sequence[str], totals: Sequence[int]) -> str:
         """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
-        best, best_score = rows[0]
-        count = 1
-        for name, score in rows[1:]:
-            if score > best_score:
-                best, best_score, count = name, score, 1
-            elif score == best_score:
-                count += 1
-                if self.rng.randrange(count) == 0:
-                    best = name
-        return best
+        return names[select_index(totals, self.rng)]
+
+
+def select_index(totals: Sequence[int], rng: random.Random) -> int:
+    """``selectHost``'s choice among ``totals`` (at least one): node by node, a higher total
+    than the best so far becomes the best, an equal one draws ``rng.randrange(count)`` (count:
+    the nodes with that total so far) and becomes the best on 0. Only the nodes that draw are
+    visited in Python - the running best, where it rises and where it is tied come from array
+    operations - so the draws, and the choice, are the loop's."""
+    try:
+        scores = np.array(totals, dtype=np.int64)
+    except OverflowError:
+        return _select_index_per_node(totals, rng)
+    best_before = np.maximum.accumulate(scores)[:-1]
+    later = scores[1:]
+    ties = np.flatnonzero(later == best_before) + 1
+    if not len(ties):
+        return int(np.argmax(scores))
+    rises = np.flatnonzero(later > best_before) + 1
+    segment = np.searchsorted(rises, ties)  # how many rises came before each tie
+    first = np.searchsorted(segment, segment)  # the index in ``ties`` of its segment's first tie
+    counts = np.arange(len(ties)) - first + 2
+    last = len(rises)
+    best = int(rises[-1]) if last else 0
+    for at, count, seg in zip(ties.tolist(), counts.tolist(), segment.tolist()):
+        if rng.randrange(count) == 0 and seg == last:
+            best = at
+    return best
+
+
+def _select_index_per_node(totals: Sequence[int], rng: random.Random) -> int:
+    """:func:`select_index` node by node (totals beyond int64)."""
+    best, best_score = 0, totals[0]
+    count = 1
+    for i in range(1, len(totals)):
+        score = totals[i]
+        if score > best_score:
+            best, best_score, count = i, score, 1
+        elif score == best_score:
+            count += 1
+            if rng.randrange(count) == 0:
+                best = i
+    return best
 
 
 def _raws(ext: HTTPExtender, nodes: list[NodeState]) -> list[Mapping[str, Any]]:

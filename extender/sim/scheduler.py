@@ -501,9 +501,8 @@ class Scheduler(Placement):
             host = feasible[0].name
         else:
             scores, totals = self._prioritize(pod, feasible)
-            rows = list(zip(record.feasible, totals))
-            record.scores, record.totals = scores, dict(rows)
-            host = self._select_host(rows)
+            record.scores, record.totals = scores, dict(zip(record.feasible, totals))
+            host = self._select_host(record.feasible, totals)
         record.outcome, record.node = "scheduled", host
         self._append_cycle(record)
         with self._cond:

@@ -62,6 +62,7 @@ class NodeSearch:
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
         self._requested: dict[str, npt.NDArray[np.int64]] = {}
         self._pods = np.zeros(0, np.int64)
+        self._zeros = np.zeros(0, np.int64)
         self._nonzero = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._node_only: dict[str, Mask] = {}
         """Constraints key -> whether each row passes the node-only filters."""
@@ -71,8 +72,8 @@ class NodeSearch:
         self._keyed: tuple[PodRecord, str] | None = None
         self._synced: int | None = None
         """The serial of the snapshot last followed (None: unknown)."""
-        self._scored: tuple[list[Ints] | None] | None = None
-        """:meth:`_score_arrays`' answer for the columns as they are (None: not known yet)."""
+        self._inexact: set[int] = set()
+        """Rows holding a score input beyond float64's exact integers."""
 
     def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None,
              changes: tuple[int, frozenset[int], int] | None = None) -> None:
@@ -117,14 +118,20 @@ class NodeSearch:
         self._alloc = {r: np.zeros(size, np.int64) for r in names}
         self._requested = {r: np.zeros(size, np.int64) for r in names}
         self._pods = np.zeros(size, np.int64)
+        self._zeros = np.zeros(size, np.int64)
         self._nonzero = (np.zeros(size, np.int64), np.zeros(size, np.int64))
-        self._scored = None
+        self._inexact.clear()
         self.usable = all(self._write_row(i, n) for i, n in enumerate(nodes))
 
     def _write_row(self, row: int, node: NodeState) -> bool:
         """Store ``node`` in ``row``; False when an amount is out of range (or names a resource
         without a column: the caller rebuilds)."""
-        self._scored = None
+        scored = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0), node.nonzero_cpu,
+                  node.nonzero_memory, node.requested.get("cpu", 0), node.requested.get("memory", 0))
+        if all(-_FLOAT_EXACT < v < _FLOAT_EXACT for v in scored):
+            self._inexact.discard(row)
+        else:
+            self._inexact.add(row)
         for r, values in self._alloc.items():
             values[row] = 0
             self._requested[r][row] = 0
@@ -169,9 +176,10 @@ class NodeSearch:
             self._node_only[key] = mask
         return mask
 
-    def _column(self, columns: Mapping[str, Any], resource: str) -> Any:
+    def _column(self, columns: Mapping[str, Ints], resource: str) -> Ints:
+        """A resource's column, or zeros for a resource no node has (never written to)."""
         column = columns.get(resource)
-        return column if column is not None else 0
+        return column if column is not None else self._zeros
 
     def _fits(self, pod: PodRecord) -> Mask:
         """``filters.insufficient_resources`` found nothing, per row."""
@@ -184,7 +192,7 @@ class NodeSearch:
                         and not (is_extended_resource(r) and r in self.ignored)]
             for r in checked:
                 short = short | (req[r] > self._column(self._alloc, r) - self._column(self._requested, r))
-        out: Mask = ~np.broadcast_to(short, (len(self.nodes),))
+        out: Mask = ~short
         return out
 
     def scores(self, pod: PodRecord, nodes: Sequence[NodeState]) -> dict[str, dict[str, int]] | None:
@@ -200,6 +208,11 @@ class NodeSearch:
     def score_columns(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, list[int]]] | None:
         """:meth:`scores` as (plugin, weighted score of each of ``nodes``) in ``score_nodes``'s
         plugin order - what a cycle needs without a dict per node; None as for :meth:`scores`."""
+        arrays = self.score_arrays(pod, nodes)
+        return None if arrays is None else [(plugin, values.tolist()) for plugin, values in arrays]
+
+    def score_arrays(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, Ints]] | None:
+        """:meth:`score_columns` with each column an array (a cycle adds them up there)."""
         if not self.usable:
             return None
         rows = list(map(self._index.get, map(_NAME, nodes)))
@@ -235,24 +248,20 @@ class NodeSearch:
         taint_scores = _normalize(taints[at], reverse=True)
         affinity_scores = _normalize(affinity[at], reverse=False)
         w = SCORE_WEIGHTS
-        return [("NodeResourcesFit", (least * w["NodeResourcesFit"]).tolist()),
-                ("NodeResourcesBalancedAllocation", (balanced * w["NodeResourcesBalancedAllocation"]).tolist()),
-                ("TaintToleration", (taint_scores * w["TaintToleration"]).tolist()),
-                ("NodeAffinity", (affinity_scores * w["NodeAffinity"]).tolist())]
+        return [("NodeResourcesFit", least * w["NodeResourcesFit"]),
+                ("NodeResourcesBalancedAllocation", balanced * w["NodeResourcesBalancedAllocation"]),
+                ("TaintToleration", taint_scores * w["TaintToleration"]),
+                ("NodeAffinity", affinity_scores * w["NodeAffinity"])]
 
     def _score_arrays(self) -> list[Ints] | None:
         """The columns the resource scores read - allocatable cpu and memory, the non-zero
-        requests, the requested cpu and memory - one value per row; None when one holds an
-        amount beyond float64's exact integers. Checked once per change of the columns, not
-        once per cycle."""
-        if self._scored is None:
-            size = len(self.nodes)
-            arrays = [np.broadcast_to(a, (size,)) for a in (
-                self._column(self._alloc, "cpu"), self._column(self._alloc, "memory"), *self._nonzero,
-                self._column(self._requested, "cpu"), self._column(self._requested, "memory"))]
-            exact = not any(len(a) and (a.max() >= _FLOAT_EXACT or a.min() <= -_FLOAT_EXACT) for a in arrays)
-            self._scored = (arrays if exact else None,)
-        return self._scored[0]
+        requests, the requested cpu and memory - one value per row; None while a row holds an
+        amount beyond float64's exact integers (``_write_row`` keeps count, so no cycle scans
+        the columns for it)."""
+        if self._inexact:
+            return None
+        return [self._column(self._alloc, "cpu"), self._column(self._alloc, "memory"), *self._nonzero,
+                self._column(self._requested, "cpu"), self._column(self._requested, "memory")]
 
     def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
         key = self._constraints_of(pod)
