@@ -204,10 +204,12 @@ class Placement:
             self._encoded = (pod, encode_pod(pod.raw))
         return self._encoded[1]
 
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[ScoreTable, list[int]]:
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState],
+                    names: list[str] | None = None) -> tuple[ScoreTable, list[int]]:
         """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
-        Returns the scores and each feasible node's total, in ``feasible``'s order."""
-        names = [n.name for n in feasible]
+        Returns the scores and each feasible node's total, in ``feasible``'s order (``names``:
+        the nodes' names, when the caller has them)."""
+        names = list(map(_NAME, feasible)) if names is None else names
         interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
         if not interested and not self.cfg.in_tree_scoring:
             ones = [1] * len(names)

@@ -64,6 +64,7 @@ import gc
 import heapq
 import itertools
 import logging
+import operator
 import random
 import threading
 import time
@@ -86,6 +87,7 @@ from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, c
                                      fit_error_message, pdbs_from, pick_one_node)
 
 log = logging.getLogger("extender.sim")
+_NAME = operator.attrgetter("name")
 
 
 
@@ -496,11 +498,11 @@ class Scheduler(Placement):
         if not feasible:
             self._unschedulable(qp, pod, snap, diag, nominated, record)
             return
-        record.feasible = [n.name for n in feasible]
+        record.feasible = list(map(_NAME, feasible))
         if len(feasible) == 1:
             host = feasible[0].name
         else:
-            scores, totals = self._prioritize(pod, feasible)
+            scores, totals = self._prioritize(pod, feasible, record.feasible)
             record.scores, record.totals = scores, dict(zip(record.feasible, totals))
             host = self._select_host(record.feasible, totals)
         record.outcome, record.node = "scheduled", host
