@@ -275,8 +275,8 @@ def select_index(totals: Sequence[int], rng: random.Random) -> int:
     operations - so the draws, and the choice, are the loop's."""
     try:
         scores = np.array(totals, dtype=np.int64)
-    except OverflowError:
-        return _select_index_per_node(totals, rng)
+    except OverflowError:  # totals beyond int64: the same operations on Python ints
+        scores = np.array(totals, dtype=object)
     best_before = np.maximum.accumulate(scores)[:-1]
     later = scores[1:]
     ties = np.flatnonzero(later == best_before) + 1
@@ -291,21 +291,6 @@ def select_index(totals: Sequence[int], rng: random.Random) -> int:
     for at, count, seg in zip(ties.tolist(), counts.tolist(), segment.tolist()):
         if rng.randrange(count) == 0 and seg == last:
             best = at
-    return best
-
-
-def _select_index_per_node(totals: Sequence[int], rng: random.Random) -> int:
-    """:func:`select_index` node by node (totals beyond int64)."""
-    best, best_score = 0, totals[0]
-    count = 1
-    for i in range(1, len(totals)):
-        score = totals[i]
-        if score > best_score:
-            best, best_score, count = i, score, 1
-        elif score == best_score:
-            count += 1
-            if rng.randrange(count) == 0:
-                best = i
     return best
 
 
