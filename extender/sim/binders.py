@@ -53,16 +53,19 @@ class _Worker:
             self.taken.release()  # as a new thread's start: the caller may go on
             if job is _STOP:
                 return
-            fn, args, name = job
-            self.thread.name = name
-            try:
-                fn(*args)
-            except BaseException:  # noqa: BLE001 - reported as an uncaught exception of a thread
-                threading.excepthook(threading.ExceptHookArgs((*sys.exc_info(), self.thread)))
+            self._run(*job)
+            del job  # an idle thread keeps nothing of its last binding cycle alive
             with pool.lock:
                 if pool.closed:
                     return
                 pool.idle.append(self)
+
+    def _run(self, fn: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+        self.thread.name = name
+        try:
+            fn(*args)
+        except BaseException:  # noqa: BLE001 - reported as an uncaught exception of a thread
+            threading.excepthook(threading.ExceptHookArgs((*sys.exc_info(), self.thread)))
 
     def hand(self, job: tuple[Callable[..., None], tuple[Any, ...], str] | None) -> None:
         self.job = job

@@ -6,10 +6,10 @@ The request structs have no json tags, so their keys are the capitalised Go fiel
 field is present (``null`` when unset). Kubernetes objects embedded in requests keep the key
 order they have in the cluster (Go would use struct-field order; extenders must not care).
 
-Decoding (:func:`decode_filter_result`, :func:`decode_host_priority_list` - or its columns,
-:func:`decode_host_priorities` -, :func:`decode_preemption_result`, :func:`decode_binding_result`):
-``json.NewDecoder(body).Decode(&result)`` into the four reply types, strictly typed like Go, not
-like the tolerant server schemas of ``extender.api``:
+Decoding (:func:`decode_filter_result`, :func:`decode_host_priorities`,
+:func:`decode_preemption_result`, :func:`decode_binding_result`): ``json.NewDecoder(body)
+.Decode(&result)`` into the four reply types, strictly typed like Go, not like the tolerant
+server schemas of ``extender.api``:
 
 * only the first JSON value is read; trailing bytes are ignored; an empty body is ``EOF``;
 * object keys match struct fields case-insensitively (an exact match is preferred; with
@@ -364,12 +364,6 @@ def decode_host_priorities(body: bytes) -> tuple[list[str], list[int]] | None:
         raise DecodeError(f"json: cannot unmarshal {_kind(value)} into Go value of type v1.HostPriorityList")
     decoded = [_host_priority(v, "Go value") for v in value]
     return [hp.host for hp in decoded], [hp.score for hp in decoded]
-
-
-def decode_host_priority_list(body: bytes) -> list[HostPriority] | None:
-    """``HostPriorityList`` (a bare JSON array); None for a ``null`` body."""
-    columns = decode_host_priorities(body)
-    return None if columns is None else list(map(HostPriority, *columns))
 
 
 def _meta_pod(value: Any, where: str) -> str:
