@@ -443,6 +443,9 @@ def test_an_extender_failing_a_node_the_filters_rejected_adds_its_reason() -> No
     first = scheduler.cycles[0]
     assert dict(first.statuses) == {"small": "Insufficient cpu, and no", "tiny": "Insufficient cpu, never",
                                     "n2": "maybe later"}
+    # small kept its code (preemption may help there), tiny became unresolvable (it may not)
+    assert first.message.endswith("preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+                                  "2 No preemption victims found for incoming pod..")
 
 
 def test_unknown_name_in_cache_mode_is_a_scheduling_error() -> None:
