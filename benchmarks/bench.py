@@ -19,7 +19,10 @@ A script that prints figures, never a test. Parts (see benchmarks/README.md, "ma
 2. **Gang** (in process, 500 nodes): a plain pod's filter at 500 names; a 1,000-member gang's
    members' filter and Permit; the plain pod's filter while the gang's 1,000-slot reservation is
    held. Targets: member filter and Permit <= 1.5x the plain filter; plain filter with the
-   reservation <= 1.2x without.
+   reservation <= 1.2x without. Also printed: the plain filter where the nodes the held slots
+   make infeasible are full of pods instead (like for like), and the held filter once the
+   members claimed their slots. Requests name the nodes in turning rotations, and the plain
+   reference takes turns with every other measurement.
 3. **Emulator** (in process, as ``simulate`` without ``--extender``): the emulator's own time per
    bound pod (the run's wall time minus the time inside the extender's verb calls) against the
    extender's time per pod. Target: emulator <= extender.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import platform
@@ -232,43 +236,74 @@ def gang_part(nodes: int, members: int, rounds: int) -> None:
     config = parse_config({"apiVersion": "kube-extender.io/v1alpha1", "kind": "ExtenderConfiguration",
                            "profiles": [{"schedulerName": "default-scheduler",
                                          "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}}}]})
-    app = create_app(config, source=MemoryCluster(objects), background=False)
-    engine = app.extensions["kube_extender"].engine
+
+    def engine_of(pods: list[dict[str, Any]]) -> Any:
+        return create_app(config, source=MemoryCluster({**objects, "Pod": pods}),
+                          background=False).extensions["kube_extender"].engine
+
+    engine = engine_of(objects["Pod"])
+    base = engine_of(objects["Pod"])  # the same cluster where no group plans: the plain filter's
     rng = random.Random(5)
     names = [f"node-{k:05d}" for k in rng.sample(range(nodes), min(500, nodes))]
-
-    def timed(fn: Callable[[], Any], n: int) -> float:
-        took = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            took.append(time.perf_counter() - t0)
-        return statistics.median(took) * 1000
-
+    # kube-scheduler starts each pod's search where the previous one stopped, so each request
+    # names the nodes in another rotation: none repeats the list before it (which filter
+    # remembers the rows of, for the prioritize that follows it)
+    rotations = itertools.cycle([names[o:] + names[:o] for o in range(0, len(names), 37)])
     plain = iter(range(10**6))
-    plain_ms = timed(lambda: engine.filter(bench_pod(next(plain)), names), rounds)
+    took: dict[str, list[float]] = {}
+
+    def timed(label: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        took.setdefault(label, []).append(time.perf_counter() - t0)
+        return out
+
+    def plain_filter(on: Any, label: str) -> None:
+        timed(label, lambda: on.filter(bench_pod(next(plain)), next(rotations)))
+
+    for _ in range(rounds // 2):
+        plain_filter(base, "plain")
     engine.filter(group[0], names)  # the first member plans the group: its slots are held from here on
-    held_ms = timed(lambda: engine.filter(bench_pod(next(plain)), names), rounds)
-    member_filter, member_permit = [], []
+    # like for like: the nodes the held slots make infeasible, full of running pods instead
+    out = engine.filter(bench_pod(next(plain)), names)
+    full = set(out.failed) | set(out.unresolvable)
+    used: dict[str, int] = {}
+    for d in objects["Pod"]:
+        node = d["spec"].get("nodeName")
+        if node:
+            used[node] = used.get(node, 0) + int(d["spec"]["containers"][0]["resources"]["requests"].get(GPU, "0"))
+    fillers = [{**bench_pod(200000 + k), "spec": {**bench_pod(0)["spec"], "nodeName": node, "containers": [
+        {"name": "main", "image": "x", "resources": {"requests": {GPU: str(8 - used.get(node, 0))}}}]},
+        "status": {"phase": "Running"}} for k, node in enumerate(sorted(full)) if used.get(node, 0) < 8]
+    twin = engine_of([d for d in docs if d["kind"] == "Pod"] + fillers)
+    assert set(twin.filter(bench_pod(next(plain)), names).failed) == full
+    for _ in range(rounds):  # taking turns, so that the machine's noise hits all three alike
+        plain_filter(base, "plain")
+        plain_filter(engine, "held")
+        plain_filter(twin, "like")
     fw = engine.framework_for(PodInfo.from_pod(group[0]))
     for raw in group[:-1]:  # the last member would let the group go
-        t0 = time.perf_counter()
-        out = engine.filter(raw, names)
-        t1 = time.perf_counter()
+        plain_filter(base, "plain")
+        out = timed("member", lambda: engine.filter(raw, next(rotations)))
         node = out.feasible[0] if out.feasible else names[0]
-        fw.run_permit(CycleState(), PodInfo.from_pod(raw, engine.handle.managed_resources), node)
-        t2 = time.perf_counter()
-        member_filter.append(t1 - t0)
-        member_permit.append(t2 - t1)
-    mf = statistics.median(member_filter) * 1000
-    mp = statistics.median(member_permit) * 1000
-    print(f"   plain pod's filter                         {plain_ms:7.3f} ms")
-    print(f"   member's filter (median over {len(member_filter)})          {mf:7.3f} ms  = {mf / plain_ms:4.2f}x "
+        timed("permit", lambda: fw.run_permit(CycleState(), PodInfo.from_pod(raw, engine.handle.managed_resources),
+                                              node))
+    for _ in range(rounds):
+        plain_filter(base, "plain")
+        plain_filter(engine, "claimed")
+    ms = {label: statistics.median(seconds) * 1000 for label, seconds in took.items()}
+    plain_ms, mf, mp, held_ms = ms["plain"], ms["member"], ms["permit"], ms["held"]
+    print(f"   plain pod's filter (median over {len(took['plain'])})     {plain_ms:7.3f} ms")
+    print(f"   member's filter (median over {len(took['member'])})          {mf:7.3f} ms  = {mf / plain_ms:4.2f}x "
           f"(target <= 1.5x: {verdict(mf / plain_ms, 1.5)})")
     print(f"   member's Permit (median, up to {members - 1} waiting)   {mp:7.3f} ms  = {mp / plain_ms:4.2f}x "
           f"(target <= 1.5x: {verdict(mp / plain_ms, 1.5)})")
     print(f"   plain filter with the {members}-slot reservation held {held_ms:7.3f} ms  = {held_ms / plain_ms:4.2f}x "
-          f"(target <= 1.2x: {verdict(held_ms / plain_ms, 1.2)})", flush=True)
+          f"(target <= 1.2x: {verdict(held_ms / plain_ms, 1.2)})")
+    print(f"     like for like: the {len(full)} nodes it rejects full of pods instead, no reservation "
+          f"{ms['like']:7.3f} ms = {ms['like'] / plain_ms:4.2f}x; held / like for like = {held_ms / ms['like']:4.2f}x")
+    print(f"     with {len(took['member'])} of its slots claimed {ms['claimed']:7.3f} ms  = "
+          f"{ms['claimed'] / plain_ms:4.2f}x", flush=True)
 
 
 # ---- 3. emulator ------------------------------------------------------------------------------

@@ -6,12 +6,17 @@ Names are prefixed ``kube_extender_``. The three cache gauges mirror kube-schedu
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from bisect import bisect_left
 from typing import Any, Callable, Iterator, Mapping
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 _VERB_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _PLUGIN_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1, 5)
@@ -47,6 +52,82 @@ class Counter(_Memo, prometheus_client.Counter):
 
 class Histogram(_Memo, prometheus_client.Histogram):
     """A Histogram whose ``labels`` is memoized (see ``_Memo``)."""
+
+
+class _LeanChild:
+    """One label set of a lean family: its bucket counts (a counter has one), sum and creation
+    time, changed under the family's lock."""
+
+    __slots__ = ("counts", "sum", "created", "_family")
+
+    def __init__(self, family: _LeanFamily, buckets: int) -> None:
+        self.counts = [0] * buckets
+        self.sum = 0.0
+        self.created = time.time()
+        self._family = family
+
+    def inc(self, amount: float = 1) -> None:
+        """Add ``amount`` (>= 0) to a counter."""
+        if amount < 0:
+            raise ValueError("counters can only be incremented by non-negative amounts")
+        with self._family.lock:
+            self.sum += amount
+
+    def observe(self, amount: float) -> None:
+        """Count ``amount`` in the first bucket whose upper bound it does not exceed."""
+        i = bisect_left(self._family.bounds, amount)
+        with self._family.lock:
+            self.counts[i] += 1
+            self.sum += amount
+
+
+class _LeanFamily(Collector):
+    """A labelled counter or histogram exposing exactly the samples prometheus_client's own
+    would (``_total``/``_created``; ``_bucket``/``_count``/``_sum``/``_created``), for the
+    metrics every verb request updates: an update is a lookup and plain arithmetic under one
+    lock, against ~2 us of prometheus_client's (a check, two locks and a Python loop over the
+    buckets per observation). ``labels`` takes the label values in order."""
+
+    def __init__(self, name: str, documentation: str, labelnames: list[str], kind: str, *,
+                 buckets: tuple[float, ...] = (), registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames, self.kind = name, documentation, tuple(labelnames), kind
+        self.bounds = [float(b) for b in buckets] + [math.inf] if kind == "histogram" else []
+        self.lock = threading.Lock()
+        self._children: dict[tuple[str, ...], _LeanChild] = {}
+        registry.register(self)
+
+    def labels(self, *values: Any) -> _LeanChild:
+        child = self._children.get(values)
+        if child is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected {len(self.labelnames)} label values, got {len(values)}")
+            key = tuple(str(v) for v in values)
+            with self.lock:
+                child = self._children.get(key) or _LeanChild(self, max(len(self.bounds), 1))
+                self._children[key] = self._children[values] = child
+        return child
+
+    def describe(self) -> Iterator[Metric]:
+        yield Metric(self.name, self.documentation, self.kind)
+
+    def collect(self) -> Iterator[Metric]:
+        family = Metric(self.name, self.documentation, self.kind)
+        with self.lock:
+            seen = {id(c): (k, c, list(c.counts), c.sum) for k, c in self._children.items()
+                    if all(type(v) is str for v in k)}
+        for key, child, counts, total in seen.values():
+            labels = dict(zip(self.labelnames, key))
+            if self.kind == "counter":
+                family.add_sample(f"{self.name}_total", labels, total)
+            else:
+                running = 0
+                for bound, n in zip(self.bounds, counts):
+                    running += n
+                    family.add_sample(f"{self.name}_bucket", {**labels, "le": floatToGoString(bound)}, float(running))
+                family.add_sample(f"{self.name}_count", labels, float(running))
+                family.add_sample(f"{self.name}_sum", labels, total)
+            family.add_sample(f"{self.name}_created", labels, child.created)
+        yield family
 
 
 class _CacheCollector(Collector):
@@ -96,17 +177,19 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("kube_extender_requests", "Extender verb requests by outcome.",
-                                ["verb", "outcome"], registry=r)
-        self.request_duration = Histogram("kube_extender_request_duration_seconds",
-                                          "Time to answer an extender verb, parse to reply.", ["verb"],
-                                          buckets=_VERB_BUCKETS, registry=r)
-        self.plugin_duration = Histogram("kube_extender_plugin_duration_seconds",
-                                         "Time spent in one plugin at one extension point during one request "
-                                         "(summed over nodes for Filter and Score).",
-                                         ["plugin", "extension_point"], buckets=_PLUGIN_BUCKETS, registry=r)
-        self.decisions = Counter("kube_extender_decisions", "Per-node verdicts by status.",
-                                 ["verb", "status"], registry=r)
+        # Updated by every verb request: lean families (same exposition, cheaper updates).
+        self.requests = _LeanFamily("kube_extender_requests", "Extender verb requests by outcome.",
+                                    ["verb", "outcome"], "counter", registry=r)
+        self.request_duration = _LeanFamily("kube_extender_request_duration_seconds",
+                                            "Time to answer an extender verb, parse to reply.", ["verb"],
+                                            "histogram", buckets=_VERB_BUCKETS, registry=r)
+        self.plugin_duration = _LeanFamily("kube_extender_plugin_duration_seconds",
+                                           "Time spent in one plugin at one extension point during one request "
+                                           "(summed over nodes for Filter and Score).",
+                                           ["plugin", "extension_point"], "histogram", buckets=_PLUGIN_BUCKETS,
+                                           registry=r)
+        self.decisions = _LeanFamily("kube_extender_decisions", "Per-node verdicts by status.",
+                                     ["verb", "status"], "counter", registry=r)
         self.internal_errors = Counter("kube_extender_internal_errors",
                                        "Internal failures; for prioritize and preempt kube-scheduler drops "
                                        "these silently, so watch this.", ["verb"], registry=r)

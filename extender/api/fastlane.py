@@ -110,6 +110,7 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
             self.log.info("Fast lane for %s", ", ".join(sorted(self._verbs.kinds)))
         while not (self._stopping or self._quitting):
             self._tick()
+            self._sweep()
             if self.ppid != os.getppid():
                 self.log.info("Parent changed, shutting down: %s", self)
                 break
@@ -129,6 +130,15 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
             self.log.warning("Worker graceful timeout (pid:%s)", os.getpid())
             for server in servers:
                 server.stop(timeout=1)
+
+    def _sweep(self) -> None:
+        """End the connections that waited on their client longer than the keep-alive timeout
+        (gunicorn's ``timeout`` without keep-alive), about once a second: a connection waits
+        without a timer of its own (``Connection.expire``)."""
+        now = time.monotonic()
+        limit = self.cfg.keepalive or self.cfg.timeout
+        for connection in list(self._connections):
+            connection.expire(now, limit, limit)
 
     def _tick(self) -> None:
         self.notify()
@@ -160,11 +170,12 @@ class FastLaneWorker(Worker):  # type: ignore[misc]
         """One connection, in its own greenlet, until it closes."""
         connection = None
         try:
-            client.settimeout(self.cfg.keepalive or self.cfg.timeout)
             if self._tls is not None:
+                client.settimeout(self.cfg.keepalive or self.cfg.timeout)  # for the handshake
                 client = self._tls.wrap_socket(client, server_side=True, do_handshake_on_connect=False,
                                                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
                 client.do_handshake()
+            client.settimeout(None)  # the sweep ends connections that wait too long (_sweep)
             connection = Connection(client, addr, self.wsgi, self._verbs, self._limits, environ, self._answered,
                                     keepalive=self.cfg.keepalive > 0, turn=gevent.sleep)
             self._connections.add(connection)

@@ -12,7 +12,14 @@ a handler twice. Every outcome, as kube-scheduler reads it, is decided here:
   and counted in ``kube_extender_internal_errors_total`` because kube-scheduler drops it silently.
 
 The log line and the metrics of a request are its ``Record``, called by the transport once the
-reply is on its way (the fast lane writes first, then records).
+reply is on its way (the fast lane writes first, then records; under WSGI the response's
+``close()`` records).
+
+kube-scheduler asks prioritize about the pod it just filtered, on the nodes filter found
+feasible. So the pod's parse is kept for the next request with the same pod text, and once a
+prioritize has followed a filter that way, a filter's Record goes on to score its feasible nodes
+ahead (``Engine.score_ahead``) and encode that reply: the prioritize that follows for the same
+pod, names and cluster is answered with them.
 """
 
 from __future__ import annotations
@@ -22,9 +29,14 @@ import time
 from functools import partial
 from typing import Any, Callable, Mapping
 
+import orjson
+
 from extender.api import schemas, wire
 from extender.api.replies import error_payload
+from extender.framework.views import PodInfo
+from extender.logs import info_line
 from extender.metrics import Metrics
+from extender.runtime.batch import Priorities
 from extender.runtime.engine import Engine, InvalidRequest
 
 log = logging.getLogger("extender.api")
@@ -38,6 +50,8 @@ Record = Callable[[], None]
 
 Answer = tuple[int, Any, Record]
 """The answer to a verb request: HTTP status, reply payload (a JSON value), and its Record."""
+
+_NO_POD = PodInfo(uid="", namespace="", name="")
 
 NOT_LEADER = {"error": "not the leader",
               "message": "this replica follows the cluster but does not decide; "
@@ -81,6 +95,15 @@ class Verbs:
             "filter": self._filter, "prioritize": self._prioritize, "preempt": self._preempt, "bind": self._bind}
         self.kinds = {f"{prefix.rstrip('/')}/{segment}": kind for kind, segment in segments.items()}
         """URL path -> verb kind."""
+        self._last_pod: tuple[bytes, PodInfo] = (b"", _NO_POD)
+        """The pod of the last filter or prioritize request: its JSON text and its parse."""
+        self._expected: tuple[PodInfo, list[str]] = (_NO_POD, [])
+        """The pod of the last filter that found nodes, and those nodes: what kube-scheduler
+        sends to prioritize next."""
+        self._follows = False
+        """The last prioritize asked exactly that: filter then scores its feasible nodes ahead."""
+        self._ahead_reply: tuple[Any, Any] = (None, None)
+        """Scores made ahead (``Engine.score_ahead``) and their reply, already encoded."""
 
     def answer(self, kind: str, body: bytes, path: str = "") -> Answer:
         """The answer to a POST of ``body`` to the ``kind`` verb (at ``path``, for the log)."""
@@ -106,6 +129,22 @@ class Verbs:
         self.metrics.internal_errors.labels(kind).inc()
         log.error(message, exc_info=exc, extra={"verb": kind, "pod": pod})
 
+    def _pod(self, raw: Mapping[str, Any]) -> PodInfo:
+        """The request's pod, parsed (InvalidRequest when malformed). kube-scheduler sends the
+        same pod to filter and then to prioritize: when its JSON text is that of the previous
+        request's pod, that parse is the answer (the text, not ``==``, decides - ``1 == 1.0 ==
+        True`` in Python, and a pod the parse refuses must be refused again)."""
+        try:
+            text = orjson.dumps(raw)
+        except TypeError:  # not a JSON value (it came from one): parse it, remember nothing
+            return self.engine.pod_info(raw)
+        last = self._last_pod
+        if last[0] == text:
+            return last[1]
+        pod = self.engine.pod_info(raw)
+        self._last_pod = (text, pod)
+        return pod
+
     def _finish(self, verb: str, started: float, pod: str, nodes: int, outcome: str, **fields: Any) -> Record:
         """The Record of one request, its duration measured now: when called, one log line and the
         metrics. ``outcome`` is a small fixed set (it is a metric label): ok, feasible,
@@ -116,7 +155,7 @@ class Verbs:
         def record() -> None:
             metrics.requests.labels(verb, outcome).inc()
             metrics.request_duration.labels(verb).observe(seconds)
-            log.info("request", extra={"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
+            info_line(log, "request", {"verb": verb, "pod": pod, "nodes": nodes, "outcome": outcome, **fields,
                                        "duration_ms": round(seconds * 1000, 3)})
         return record
 
@@ -139,18 +178,42 @@ class Verbs:
     def _filter(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(args["Pod"], names),
-                            lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}")))
+        failed = lambda exc: (200, wire.filter_error(f"internal error: {type(exc).__name__}: {exc}"))  # noqa: E731
+        info = self._run("filter", t0, pod, len(names), lambda: self._pod(args["Pod"]), failed)
+        outcome = self._run("filter", t0, pod, len(names), lambda: self.engine.filter(info, names), failed)
         record = self._finish("filter", t0, pod, len(names), "error" if outcome.error else
                               ("feasible" if outcome.feasible else "unschedulable"), feasible=len(outcome.feasible))
+        if outcome.feasible and not outcome.error:
+            self._expected = (info, outcome.feasible)
+            if self._follows:
+                record = self._then_score_ahead(record, info, outcome.feasible)
         return 200, wire.filter_reply(args, outcome), record
+
+    def _then_score_ahead(self, record: Record, pod: PodInfo, names: list[str]) -> Record:
+        """``record``, then the scores and the reply of the prioritize expected next, made while
+        kube-scheduler reads the filter answer and runs its own plugins (``Engine.score_ahead``).
+        Best effort: a failure here leaves prioritize to compute (and report) it."""
+        def then() -> None:
+            record()
+            try:
+                scores = self.engine.score_ahead(pod, names)
+                if scores is not None:
+                    self._ahead_reply = (scores, wire.prioritize_reply(Priorities(names, scores)))
+            except Exception:  # noqa: BLE001 - the prioritize that follows meets the failure itself
+                log.debug("scoring ahead failed", exc_info=True, extra={"pod": pod.key})
+        return then
 
     def _prioritize(self, body: bytes) -> Answer:
         t0 = time.perf_counter()
         args, names, pod = _extender_args(body)
-        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(args["Pod"], names),
-                           self._http_500("prioritize"))
-        return 200, wire.prioritize_reply(scores), self._finish("prioritize", t0, pod, len(names), "ok")
+        failed = self._http_500("prioritize")
+        info = self._run("prioritize", t0, pod, len(names), lambda: self._pod(args["Pod"]), failed)
+        expected = self._expected
+        self._follows = expected[0] is info and expected[1] == names
+        scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(info, names), failed)
+        ready_scores, ready_reply = self._ahead_reply
+        reply = ready_reply if ready_scores is scores.scores else wire.prioritize_reply(scores)
+        return 200, reply, self._finish("prioritize", t0, pod, len(names), "ok")
 
     def _preempt(self, body: bytes) -> Answer:
         t0 = time.perf_counter()

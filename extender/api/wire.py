@@ -9,7 +9,6 @@ both nodeCacheCapable modes); bind ``{"Error": ""}``.
 from __future__ import annotations
 
 import operator
-import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -103,29 +102,42 @@ def to_extender_score(score: int) -> int:
 
 
 _EXTENDER_SCORES = np.array([to_extender_score(s) for s in range(MAX_NODE_SCORE + 1)], dtype=np.int64)
-_ENTRY_TAILS = np.array([f'","Score":{to_extender_score(s)}}}' for s in range(MAX_NODE_SCORE + 1)], dtype=object)
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+_ENTRY_TAILS = {s: f'","Score":{to_extender_score(s)}}}' for s in range(MAX_NODE_SCORE + 1)}
+"""The end of a reply entry after the host's name, by score 0..MAX_NODE_SCORE."""
+
+
+_ESCAPED = bytes(range(0x20)) + b'\x7f"\\'
+"""What JSON escapes in a string (and DEL): control characters, the quote, the backslash."""
+
+
+def _plain(text: str) -> bool:
+    """``text`` goes into a JSON string as it is: ASCII with nothing JSON escapes (node names,
+    DNS subdomains, always are). Two C-level passes: a copy without those bytes is as long."""
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return len(data.translate(None, _ESCAPED)) == len(data)
 
 
 def prioritize_reply(scores: Priorities | Sequence[tuple[str, int]]) -> orjson.Fragment:
     """``HostPriorityList``: every (node, 0..MAX_NODE_SCORE score) as ``{"Host", "Score"}`` on
     the extender's 0..10 scale (out-of-range scores are clamped), already serialized. Node names
-    are DNS subdomains, which JSON takes as they are: the document is then joined from per-score
-    fragments in a few C-level passes (5,000 dicts built for orjson cost more than the rest of
-    the reply); a name needing an escape takes orjson over the dicts."""
+    need no escape in JSON: the document is then joined from per-score fragments in a few
+    C-level passes (5,000 dicts built for orjson cost more than the rest of the reply); a score
+    out of range or a name needing an escape takes orjson over the dicts."""
     if isinstance(scores, Priorities):
-        names, values = scores.names, scores.scores
+        names, values = scores.names, scores.scores.tolist()
     else:
-        names, values = [name for name, _ in scores], np.array([s for _, s in scores], dtype=np.int64)
+        names, values = [name for name, _ in scores], [s for _, s in scores]
     if not len(names):
         return orjson.Fragment(b"[]")
-    clamped = np.clip(values, 0, MAX_NODE_SCORE)
-    if _NEEDS_ESCAPE.search("".join(names)) is None:
-        body = ',{"Host":"'.join(map(operator.add, names, _ENTRY_TAILS[clamped].tolist()))
+    if _plain("".join(names)):
         try:
+            body = ',{"Host":"'.join(map(operator.add, names, map(_ENTRY_TAILS.__getitem__, values)))
             return orjson.Fragment(('[{"Host":"' + body + "]").encode())
-        except UnicodeEncodeError:
-            pass  # a lone surrogate: orjson says what is wrong with it
+        except KeyError:
+            pass  # a score out of range: clamped below
+    clamped = np.clip(np.array(values, dtype=np.int64), 0, MAX_NODE_SCORE)
     return orjson.Fragment(orjson.dumps([{"Host": name, "Score": score}
                                          for name, score in zip(names, _EXTENDER_SCORES[clamped].tolist())]))
 

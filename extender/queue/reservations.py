@@ -70,6 +70,8 @@ class Reservation:
     member's claim finds its own without scanning every slot."""
     claims: dict[str, Slot] = field(default_factory=dict, repr=False)
     """The slot each claimer holds."""
+    claim_changes: int = field(default=0, repr=False)
+    """Grows whenever ``claims`` changes (``Reservations.held_amounts`` lists them again then)."""
 
     def _placed(self, slot: Slot) -> None:
         self.slots[slot.uid] = slot
@@ -93,6 +95,7 @@ class Reservation:
         slot.claimed_by = uid
         if uid is not None:
             self.claims[uid] = slot
+        self.claim_changes += 1
 
     def as_dict(self, now: float) -> dict[str, Any]:
         nodes: dict[str, int] = {}
@@ -169,6 +172,11 @@ class Reservations:
         """``HeldRows`` per owner, made by ``held_amounts`` and replaced when stale."""
         self._sums: tuple[Mapping[str, int], int, list[HeldRows], dict[str, Ints]] | None = None
         """The last answer of ``held_amounts`` and what it was summed from (index, size, rows)."""
+        self._claims: tuple[list[tuple[Reservation, int]], tuple[tuple[str, str], ...]] = ([], ())
+        """The last claims ``held_amounts`` listed, and of which reservations (with their
+        ``claim_changes``)."""
+        self._nodes: tuple[int, frozenset[str]] = (0, frozenset())
+        """The last answer of ``nodes`` and the ``version`` it was made at."""
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -296,12 +304,15 @@ class Reservations:
             return self._live(owner)
 
     def nodes(self) -> set[str]:
-        """Nodes where some slot is held (expired reservations are dropped first)."""
+        """Nodes where some slot is held (expired reservations are dropped first): a copy of a
+        set made again only when slots were placed or went (every filter call asks)."""
         if not self._owners:
             return set()
         with self._lock:
             self._expire()
-            return set(self._by_node)
+            if self._nodes[0] != self.version:
+                self._nodes = (self.version, frozenset(self._by_node))
+            return set(self._nodes[1])
 
     def held_on(self, node: str, pod: PodInfo, strict: bool = False,
                 accounted: Container[str] = ()) -> list[PodInfo]:
@@ -328,7 +339,7 @@ class Reservations:
         return out
 
     def held_amounts(self, pod: PodInfo, index: Mapping[str, int],
-                     size: int) -> tuple[dict[str, Ints], list[tuple[str, str]]] | None:
+                     size: int) -> tuple[dict[str, Ints], tuple[tuple[str, str], ...]] | None:
         """What ``held_on`` counts against ``pod``, over the rows of a snapshot's columns
         (``index``: node -> row, ``size`` rows), for the batch Filter: per resource, the requests
         of the placeholders that count, summed per row - claimed slots included -; and the
@@ -338,11 +349,11 @@ class Reservations:
         was planned for or claimed by it: which slots count then depends on the slot) or an
         amount is out of the columns' exact range: judge every held node per node. Lock-free
         like ``held_on``; a reservation's rows are updated with the slots placed or gone since
-        (``HeldRows.updated``) and the sums made again only when the reservations that count or
-        their rows changed, so this costs O(reservations + claimed slots) plus what changed."""
+        (``HeldRows.updated``), and the sums and the claims made again only when the reservations
+        that count, their rows or their claims changed - both answers are the same objects until
+        then - so this costs O(reservations) plus what changed."""
         now = self.clock.monotonic()
         counted: list[HeldRows] = []
-        claims: list[tuple[str, str]] = []
         for owner, res in list(self._owners.items()):
             if res.priority < pod.priority or res.expires <= now:
                 continue
@@ -355,10 +366,10 @@ class Reservations:
             if rows.amounts is None:
                 return None
             counted.append(rows)
-            claims.extend((slot.node, uid) for uid, slot in list(res.claims.items()))
         if len(self._rows) > len(self._owners):  # forget the rows of reservations that are gone
             for owner in [o for o in list(self._rows) if o not in self._owners]:
                 self._rows.pop(owner, None)
+        claims = self._claims_of([rows.res for rows in counted])
         last = self._sums
         if (last is not None and last[0] is index and last[1] == size and len(last[2]) == len(counted)
                 and all(a is b for a, b in zip(last[2], counted))):
@@ -371,6 +382,18 @@ class Reservations:
             return None
         self._sums = (index, size, counted, sums)
         return sums, claims
+
+    def _claims_of(self, counted: list[Reservation]) -> tuple[tuple[str, str], ...]:
+        """(node, claimer) of every claimed slot of ``counted``; the last answer while they and
+        their claims are the same."""
+        seen, claims = self._claims
+        if len(seen) == len(counted) and all(res is r and changes == res.claim_changes
+                                             for res, (r, changes) in zip(counted, seen)):
+            return claims
+        marks = [(res, res.claim_changes) for res in counted]  # first: a claim while reading is seen next time
+        claims = tuple((slot.node, uid) for res in counted for uid, slot in list(res.claims.items()))
+        self._claims = (marks, claims)
+        return claims
 
     def held(self) -> list[tuple[str, PodInfo]]:
         """Every live slot as (its claimer's UID, else the UID it was planned for; placeholder).

@@ -9,11 +9,14 @@ configured place. Capacity held on candidates against the pod comes in as column
 amounts added (``held``): batch plugins see it there, per-node plugins on the adjusted NodeInfo.
 Candidates the engine must adjust in a way columns do not say (the pod's own reservation, holds
 judged per node) are filtered per node, through ``Framework.run_filter``, on the adjusted
-NodeInfo. ``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
+NodeInfo. When PreFilter allowed few of the candidates (a gang member steered to its slot's node),
+those few are filtered per node and the rest answered in one dict. ``tests/unit/test_batch_path.py``
+proves both paths equal over random clusters.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,26 +52,19 @@ class _Group:
 
 
 class LazyStatuses(Mapping[str, Status]):
-    """Name -> Status of every rejected candidate, made on first use: the reply needs only the
-    grouped texts, and the per-node statuses are read only when someone asks why (explain log,
-    PostFilter, the rejection event)."""
+    """Name -> Status of every rejected candidate, made on first use (by ``make``): the reply
+    needs only the grouped texts, and the per-node statuses are read only when someone asks why
+    (explain log, PostFilter, the rejection event)."""
 
-    def __init__(self, names: Sequence[str], groups: list[_Group]) -> None:
-        self._names = names
-        self._groups = groups
-        self._made: dict[str, Status] | None = None
+    def __init__(self, make: Callable[[], dict[str, Status]]) -> None:
+        self._make: Callable[[], dict[str, Status]] | None = make
+        self._made: dict[str, Status] = {}
 
     def _dict(self) -> dict[str, Status]:
-        made = self._made
-        if made is None:
-            made = {}
-            names = self._names
-            for g in self._groups:
-                status_at = g.status_at
-                for k in g.positions.tolist():
-                    made[names[k]] = status_at(k)
-            self._made = made
-        return made
+        if self._make is not None:
+            self._made = self._make()
+            self._make = None
+        return self._made
 
     def __getitem__(self, name: str) -> Status:
         return self._dict()[name]
@@ -78,6 +74,15 @@ class LazyStatuses(Mapping[str, Status]):
 
     def __len__(self) -> int:
         return len(self._dict())
+
+
+def _statuses(names: Sequence[str], groups: list[_Group]) -> dict[str, Status]:
+    made: dict[str, Status] = {}
+    for g in groups:
+        status_at = g.status_at
+        for k in g.positions.tolist():
+            made[names[k]] = status_at(k)
+    return made
 
 
 @dataclass
@@ -96,18 +101,28 @@ def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
     return list(map(names.__getitem__, positions.tolist()))
 
 
+def _names_where(names: Sequence[str], mask: Mask) -> list[str]:
+    """The names at the positions ``mask`` marks, in order, in one C-level pass (the mask's bytes
+    are 0 or 1)."""
+    return list(itertools.compress(names, mask.tobytes()))
+
+
 def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str], *,
                  allowed: frozenset[str] | None, adjusted: AbstractSet[str], adjust: Callable[[NodeInfo], NodeInfo],
                  unknown: Status, excluded: Status,
                  held: tuple[Columns, AbstractSet[str]] | None = None) -> BatchFilter | None:
     """The Filter phase over ``names``: an unknown name gets ``unknown``, a name PreFilter left out
     of ``allowed`` (None: every name) gets ``excluded``, a name in ``adjusted`` is filtered per
-    node on ``adjust(its NodeInfo)``, the rest in batch (see the module docstring). ``held``: the
+    node on ``adjust(its NodeInfo)``, the rest in batch (see the module docstring) - or, when
+    ``allowed`` holds at most a quarter as many names, per node (``_filter_steered``). ``held``: the
     snapshot's columns with the capacity held against the pod added, and the names where it is
     (a per-node plugin sees those on ``adjust(its NodeInfo)``). None when a plugin failed or
     answered an Error: the engine then runs the per-node path, which reports the failure as it
     always does (that path is the one place errors are handled)."""
     columns, shifted = held if held is not None else (snapshot.columns(), frozenset())
+    if allowed is not None and 4 * len(allowed) <= len(names):
+        return _filter_steered(fw, state, pod, snapshot, names, allowed, columns.index, unknown, excluded,
+                               adjusted, adjust, shifted)
     rows = columns.rows_of(names)
     n = len(names)
     groups: list[_Group] = []
@@ -185,13 +200,67 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         live = live[~decided[live]]
     if any(g.code is Code.ERROR for g in groups):
         return None
-    feasible = names.copy() if not groups else _names_at(names, np.flatnonzero(~rejected))
+    if not groups:
+        feasible = names.copy()
+        snapshot.columns().remember(feasible, rows)
+    else:
+        kept = ~rejected
+        feasible = _names_where(names, kept)
+        snapshot.columns().remember(feasible, rows[kept])
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     for g in groups:
         where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-        where.update(dict.fromkeys(_names_at(names, g.positions), g.text))
-    return BatchFilter(feasible, LazyStatuses(names, groups), failed, unresolvable)
+        rejected_here = _names_where(names, rejected) if len(groups) == 1 else _names_at(names, g.positions)
+        where.update(dict.fromkeys(rejected_here, g.text))
+    return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), failed, unresolvable)
+
+
+def _filter_steered(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str],
+                    allowed: frozenset[str], index: Mapping[str, int], unknown: Status, excluded: Status,
+                    adjusted: AbstractSet[str], adjust: Callable[[NodeInfo], NodeInfo],
+                    shifted: AbstractSet[str]) -> BatchFilter | None:
+    """``filter_names`` when PreFilter allowed few of many names (Gang steers a member to its
+    slot's node): the reply's map of the excluded names is made of all the names in one C-level
+    pass, the unknown ones are found in another, and only the allowed names among them are
+    filtered - per node (``Framework.run_filter``), as the per-node path does: for a handful of
+    nodes that is cheaper than array operations, and it decides the same by definition."""
+    texts = dict.fromkeys(names, _reply_text(excluded))  # name -> the reply's text; first every name
+    missing = [] if texts.keys() <= index.keys() else list(itertools.filterfalse(index.__contains__, texts))
+    get = snapshot.getter()
+    infos = []
+    for name in allowed:
+        info = get(name) if name in texts else None
+        if info is not None:
+            infos.append(adjust(info) if name in adjusted or name in shifted else info)
+    result = fw.run_filter(state, pod, infos)
+    if any(st.code is Code.ERROR for st in result.rejected.values()):
+        return None
+    for name in itertools.chain(missing, (info.name for info in infos)):
+        del texts[name]
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    # the excluded names' dict is taken as it is (it is most of the answer), the others added to it
+    if excluded.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+        unresolvable = texts
+    else:
+        failed = texts
+    (unresolvable if unknown.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed).update(
+        dict.fromkeys(missing, _reply_text(unknown)))
+    for name, st in result.rejected.items():
+        (unresolvable if st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed)[name] = _reply_text(st)
+    fits = result.feasible  # in the order of ``allowed``
+    if len(fits) == 1 and len(texts) + len(missing) + len(infos) == len(names):
+        feasible = fits  # one node, named once (every name is in the dict once: none repeats)
+    else:  # in input order, repeats included
+        feasible = list(itertools.compress(names, map(frozenset(fits).__contains__, names))) if fits else []
+
+    def statuses() -> dict[str, Status]:
+        made = dict.fromkeys(texts, excluded)
+        made.update(dict.fromkeys(missing, unknown))
+        made.update(result.rejected)
+        return made
+    return BatchFilter(feasible, LazyStatuses(statuses), failed, unresolvable)
 
 
 def _among(rows: Rows, wanted: Rows, size: int) -> Mask:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from extender.cache.cache import ClusterCache
+from extender.framework.batch import Ints
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
 from extender.metrics import Metrics
@@ -58,11 +59,18 @@ class Engine:
         """Parse (and remember) a request's pod; InvalidRequest when malformed."""
         return self.pods.parse(raw)
 
-    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
+    def filter(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> FilterOutcome:
+        """The Filter verb for a request's pod (raw, or as ``pod_info`` parsed it)."""
         return self.scheduling.filter(raw_pod, node_names)
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
+    def prioritize(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Priorities:
+        """The Prioritize verb for a request's pod (raw, or as ``pod_info`` parsed it)."""
         return self.scheduling.prioritize(raw_pod, node_names)
+
+    def score_ahead(self, pod: PodInfo, node_names: list[str]) -> Ints | None:
+        """Score ``pod`` on ``node_names`` for the prioritize likely to follow
+        (``SchedulingCycle.score_ahead``): the scores kept, or None."""
+        return self.scheduling.score_ahead(pod, node_names)
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
                   extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:

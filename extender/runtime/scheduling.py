@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import Counter
+from dataclasses import dataclass
 from typing import AbstractSet, Any, Container, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -38,6 +39,16 @@ from extender.runtime.profiles import Profiles
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """Scores made before prioritize asked (``SchedulingCycle.score_ahead``), and what they hold for."""
+
+    pod: PodInfo
+    snapshot: Snapshot
+    names: list[str]
+    scores: Ints
+
+
 class SchedulingCycle(VerbContext):
     """Filter, prioritize and placement over the cache's snapshot, with the capacity the queue
     holds counted; rejections recorded with the queue."""
@@ -51,6 +62,8 @@ class SchedulingCycle(VerbContext):
         self.batch = True
         """Filter and prioritize through the columnar batch path (``extender.runtime.batch``);
         False: the per-node path only (the property test compares the two)."""
+        self._ahead: _Ahead | None = None
+        """Scores ``score_ahead`` made, for the prioritize they were made for."""
 
     def placement(self, pod: PodInfo, names: Iterable[str] | None = None, *, strict: bool = False,
                   extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
@@ -142,7 +155,7 @@ class SchedulingCycle(VerbContext):
             info = snapshot.get(node)
             return info.pods if info is not None else ()
 
-        found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted)
+        found = self.queue.held.held_amounts(pod, columns.index, columns.size, accounted, snapshot)
         if found is None:
             return None, held
         amounts, exact = found
@@ -165,8 +178,8 @@ class SchedulingCycle(VerbContext):
 
     # ---- filter -----------------------------------------------------------------------------
 
-    def filter(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> FilterOutcome:
-        pod = self.pods.parse(raw_pod)
+    def filter(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> FilterOutcome:
+        pod = raw_pod if isinstance(raw_pod, PodInfo) else self.pods.parse(raw_pod)
         fw = self.profiles.framework_for(pod)
         self.cache.cleanup_expired()
         seq = self.cache.change_count()
@@ -240,7 +253,7 @@ class SchedulingCycle(VerbContext):
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
                 outcome.nominated = nominated if pst.ok else None
         if not feasible and not outcome.error and verdicts:
-            self._explain_rejection(raw_pod, pod, verdicts)
+            self._explain_rejection(pod.raw, pod, verdicts)
             self.queue.unschedulable(pod, verdicts, seq)
         elif feasible:
             self.queue.schedulable(pod.uid)
@@ -275,16 +288,42 @@ class SchedulingCycle(VerbContext):
 
     # ---- prioritize ---------------------------------------------------------------------------
 
-    def prioritize(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Priorities:
+    def score_ahead(self, pod: PodInfo, node_names: list[str]) -> Ints | None:
+        """Score ``pod`` on ``node_names`` now, before kube-scheduler asks: a prioritize of this
+        very PodInfo (the one parse a pod's filter and prioritize share) with the same names on
+        the same snapshot is then answered with these scores - exactly what it would compute,
+        since nothing they depend on can differ. Only for profiles whose Score plugins all read
+        nothing but the pod, the snapshot and their own arguments (``SCORES_FROM_SNAPSHOT``),
+        with no PreScore; None (and nothing kept) otherwise, or when a plugin fails (prioritize
+        then fails as it would have). The scores returned are the very array that prioritize
+        returns for them (read-only). Called after a filter answer is on its way: kube-scheduler
+        sends the names filter found feasible to prioritize next, and scoring them while it runs
+        its own plugins takes the work off the pod's path."""
+        fw = self.profiles.framework_for(pod)
+        if not self.batch or not node_names or fw.pre_score_plugins or \
+                not all(getattr(p, "SCORES_FROM_SNAPSHOT", False) for p, _ in fw.score_plugins):
+            return None
+        snapshot = self.cache.snapshot()
+        scores, st = score_names(fw, CycleState(), pod, snapshot, node_names)
+        if not st.ok:
+            return None
+        self._ahead = _Ahead(pod, snapshot, list(node_names), scores)
+        return scores
+
+    def prioritize(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Priorities:
         """(node, score 0..100) for every input name, in input order; unknown nodes score 0.
         Raises EngineError if a PreScore/Score plugin fails."""
         return Priorities(node_names, self.prioritize_scores(raw_pod, node_names))
 
-    def prioritize_scores(self, raw_pod: Mapping[str, Any], node_names: list[str]) -> Ints:
-        """``prioritize``'s scores, as an int64 array aligned with ``node_names``."""
-        pod = self.pods.parse(raw_pod)
-        fw = self.profiles.framework_for(pod)
+    def prioritize_scores(self, raw_pod: Mapping[str, Any] | PodInfo, node_names: list[str]) -> Ints:
+        """``prioritize``'s scores, as an int64 array aligned with ``node_names`` (read-only: it
+        may be the array ``score_ahead`` made)."""
+        pod = raw_pod if isinstance(raw_pod, PodInfo) else self.pods.parse(raw_pod)
         snapshot = self.cache.snapshot()
+        ahead = self._ahead
+        if ahead is not None and ahead.pod is pod and ahead.snapshot is snapshot and ahead.names == node_names:
+            return ahead.scores
+        fw = self.profiles.framework_for(pod)
         if self.batch:
             scores, st = score_names(fw, CycleState(), pod, snapshot, node_names)
             if not st.ok:

@@ -32,7 +32,7 @@ made here.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
@@ -48,6 +48,35 @@ from policies.gang.logic import Group
 from policies.gang.manager import BoundMembers, GroupManager, Verdict
 
 NAME = "Gang"
+
+
+class _Offered(Collection[str]):
+    """The names a filter request offers, as a set, asked "is this node among them?" about the
+    member's slot - once or twice: those answers come from scanning the list (cheaper than
+    hashing 500 names into a set), and the set is made only when more nodes are asked about."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = names
+        self._answers: dict[object, bool] = {}
+        self._set: frozenset[str] | None = None
+
+    def _all(self) -> frozenset[str]:
+        if self._set is None:
+            self._set = frozenset(self._names)
+        return self._set
+
+    def __contains__(self, name: object) -> bool:
+        known = self._answers.get(name)
+        if known is None:
+            names = self._names if self._set is None and len(self._answers) < 2 else self._all()
+            known = self._answers[name] = name in names
+        return known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 class Gang:
@@ -174,7 +203,7 @@ class Gang:
         if placed >= needed or not pod.requests:  # complete, or nothing of ours to hold
             return None, Status()
         owner = self._owner(group)
-        offered = frozenset(candidates)
+        offered = _Offered(candidates)
 
         def plan_and_claim() -> tuple[str | None, Status]:
             node = None

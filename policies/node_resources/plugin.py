@@ -30,6 +30,9 @@ NAME = "NodeResources"
 
 class NodeResources:
     name = NAME
+    SCORES_FROM_SNAPSHOT = True
+    """Its scores read nothing but the pod, the snapshot and its arguments: the engine may score
+    a filter's feasible nodes ahead of the prioritize that follows (``score_ahead``)."""
 
     def __init__(self, args: NodeResourcesArgs, handle: Handle) -> None:
         self.handle = handle
@@ -101,30 +104,34 @@ class NodeResources:
         if not fits_exactly(dict(wants)):
             return None
         columns, rows = batch.columns, batch.rows
-        if len(wants) == 1:  # the common case: one check settles that every candidate fits
-            column = columns.column(wants[0][0])
-            if column is None:
-                return None
-            # a node that does not offer the resource has allocatable 0, so it never passes this
-            if ((column.allocatable[rows] - column.requested[rows]) >= wants[0][1]).all():
-                return out
-        left = np.arange(len(rows))  # positions every earlier resource let through
-        for resource, need in wants:
+        left: Rows | None = None  # positions every earlier resource let through (None: all)
+        for i, (resource, need) in enumerate(wants):
             column = columns.column(resource)
             if column is None:
                 return None
-            at = rows[left]
+            at = rows if left is None else rows[left]
             alloc = column.allocatable[at]
-            offered = column.offered[at]
-            free = alloc - column.requested[at]
-            absent = ~offered
-            exceeds = offered & (alloc < need)
-            short = offered & ~exceeds & (free < need)
-            for mask, lack in ((absent, logic.Lack.ABSENT), (exceeds, logic.Lack.EXCEEDS_ALLOCATABLE),
-                               (short, logic.Lack.INSUFFICIENT)):
-                if mask.any():
-                    out.append(self._rejection(lack, resource, need, left[mask], column, rows))
-            left = left[~(absent | exceeds | short)]
+            # requests are never negative, so a node that lacks the resource in any way (does not
+            # offer it: allocatable 0; offers less than the request) is short of it here too:
+            # one check settles every node that fits, the kinds of shortage are told apart only
+            # among the few that do not
+            lacks = alloc - column.requested[at] < need
+            if not lacks.any():
+                continue
+            found = np.flatnonzero(lacks)
+            positions = found if left is None else left[found]
+            offered = column.offered[at[found]]
+            exceeds = offered & (alloc[found] < need)
+            if offered.all() and not exceeds.any():  # the common case: all merely short
+                out.append(self._rejection(logic.Lack.INSUFFICIENT, resource, need, positions, column, rows))
+            else:
+                for mask, lack in ((~offered, logic.Lack.ABSENT), (exceeds, logic.Lack.EXCEEDS_ALLOCATABLE),
+                                   (offered & ~exceeds, logic.Lack.INSUFFICIENT)):
+                    if mask.any():
+                        out.append(self._rejection(lack, resource, need, positions[mask], column, rows))
+            if i + 1 == len(wants):
+                break
+            left = np.flatnonzero(~lacks) if left is None else left[~lacks]
             if not len(left):
                 break
         return out

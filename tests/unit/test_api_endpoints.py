@@ -69,8 +69,10 @@ class Env:
 
     def post(self, path: str, body: Any, prefix: str | None = "/scheduler") -> Any:
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        # buffered: the body is read and the response closed, as a WSGI server does (a verb's
+        # request is recorded when its response closes)
         return self.client.post(f"{prefix}/{path}" if prefix is not None else path, data=data,
-                                content_type="application/json")
+                                content_type="application/json", buffered=True)
 
     def verb(self, verb: str, body: Any) -> Any:
         resp = self.post(verb, body)

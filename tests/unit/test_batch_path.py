@@ -6,12 +6,14 @@ per-node one (DeviceShare); nominated pods hold capacity on some nodes (filtered
 adjusted NodeInfo) and reservations hold slots on others (counted in the columns for a pod they do
 not concern): of any priority, slots claimed by the pod, by a pod already accounted on the node or
 by another, planned for the pod, and reservations the pod is a member of; candidate lists repeat
-names and name nodes the extender does not know."""
+names and name nodes the extender does not know; a PreFilter plugin may allow only some nodes
+(few of many, as Gang steers a member to its slot's node, or many)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +22,13 @@ from hypothesis import strategies as st
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
-from extender.framework.status import Status
+from extender.framework.cycle_state import CycleState
+from extender.framework.interfaces import PreFilterResult
+from extender.framework.registration import PluginSpec
+from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
 from extender.runtime.engine import Engine
+from extender.runtime.registry import Registry
 
 GPU, FPGA = "example.com/gpu", "vendor.io/fpga"
 
@@ -99,16 +105,35 @@ def place(engine: Engine, pods: list[dict[str, Any]], reservations: list[Hold]) 
                 engine.handle.reservations.claim(owner, claimer, prefer={f"n{node}"})
 
 
-def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str,
-            device_share: bool) -> tuple[Engine, Engine]:
-    plugins = {"multiPoint": {"enabled": [{"name": "DeviceShare"}]}} if device_share else {"multiPoint": {"enabled": []}}
+class Steer:
+    """PreFilter allowing only ``allowed`` (names known or not; None: every node)."""
+
+    name = "Steer"
+
+    def __init__(self, allowed: frozenset[str] | None) -> None:
+        self.allowed = allowed
+
+    def pre_filter(self, state: CycleState, pod: Any, snapshot: Any) -> tuple[PreFilterResult | None, Status]:
+        if self.allowed is None:
+            return None, Status(Code.SKIP)
+        return PreFilterResult(self.allowed), Status()
+
+
+def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: str, device_share: bool,
+            steer: frozenset[str] | None = None, clusters: list[MemoryCluster] | None = None) -> tuple[Engine, Engine]:
+    """The batch engine and the per-node one (``clusters``: where to put their clusters)."""
+    enabled = [{"name": "Steer"}, *([{"name": "DeviceShare"}] if device_share else [])]
+    registry = Registry([PluginSpec("Steer", lambda args, handle: Steer(steer), parse_args=lambda raw: raw)])
     out = []
     for batch in (True, False):
         config = config_of(managedResources=[{"name": GPU}, {"name": FPGA}],
-                           profiles=[{"schedulerName": "default-scheduler", "plugins": plugins,
+                           profiles=[{"schedulerName": "default-scheduler",
+                                      "plugins": {"multiPoint": {"enabled": enabled}},
                                       "pluginConfig": PROFILES[profile]}])
-        app = create_app(config, source=MemoryCluster(cluster_objects(nodes, pods)), clock=FakeClock(),
-                         background=False)
+        cluster = MemoryCluster(cluster_objects(nodes, pods))
+        if clusters is not None:
+            clusters.append(cluster)
+        app = create_app(config, source=cluster, clock=FakeClock(), background=False, registry=registry)
         engine = app.extensions["kube_extender"].engine
         engine.scheduling.batch = batch
         out.append(engine)
@@ -132,7 +157,9 @@ def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod
     nodes, pods = cluster
     known = [n["metadata"]["name"] for n in nodes]
     names = data.draw(st.lists(st.sampled_from([*known, "ghost"]), max_size=20), label="candidates")
-    fast, slow = engines(nodes, pods, profile, device_share)
+    steer = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from([*known, "ghost", "other"]), max_size=4)),
+                      label="allowed by PreFilter")
+    fast, slow = engines(nodes, pods, profile, device_share, steer)
     held = data.draw(holds(len(nodes)), label="reservations")
     place(fast, pods, held)
     place(slow, pods, held)
@@ -168,6 +195,27 @@ def test_reservations_count_alike_in_both_paths(data: Any) -> None:
     assert statuses(fast, "default/p") == statuses(slow, "default/p")
 
 
+def test_a_claimer_accounted_later_is_noticed_in_both_paths() -> None:
+    """A slot's claimer bound on the slot's node (its Reserve not run yet) stops the slot counting
+    there: the batch path notices in the next snapshot although the claims did not change (it
+    remembers which claimers were accounted only while the claims and the snapshot are the same)."""
+    nodes = [make_node(f"n{i}").alloc(gpu=2).obj() for i in range(3)]
+    clusters: list[MemoryCluster] = []
+    fast, slow = engines(nodes, [], "binpack", device_share=False, clusters=clusters)
+    member = PodInfo.from_pod(make_pod("m").uid("uid-m").req(gpu=1).obj(), fast.handle.managed_resources)
+    pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
+    names = ["n0", "n1", "n2"]
+    for engine in (fast, slow):
+        engine.handle.reservations.place("g", 0, [("n1", member), ("n2", member)], ttl=600.0)
+        assert engine.handle.reservations.claim("g", "uid-m", prefer={"n1"}) == "n1"
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed) == (b.feasible, b.failed) == (names, {})  # n1: 1 of 2 GPUs held
+    for cluster in clusters:  # bound where it claimed its slot: the slot no longer counts, the pod does
+        cluster.add_pod(make_pod("m").uid("uid-m").req(gpu=1).node("n1").obj())
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed) == (b.feasible, b.failed) == (names, {})  # n1: 1 of 2 GPUs used (counted once)
+
+
 def test_columns_follow_the_cache_node_by_node() -> None:
     """After binds, deletions and a node leaving and coming back, the columns the batch path reads
     equal columns built afresh from the snapshot."""
@@ -194,6 +242,40 @@ def test_columns_follow_the_cache_node_by_node() -> None:
     assert updated.rows_of(["gone"]).tolist() == [-1]
 
 
+def test_rows_remembered_from_filter_serve_prioritize_only_while_they_hold() -> None:
+    """Prioritize reuses the rows filter looked up for its feasible names; once a node is gone
+    and another took a new row, the same names are looked up again."""
+    nodes = [make_node(f"n{i}").alloc(gpu=max(4 - i, 1)).obj() for i in range(12)]  # 3 changes: updated, not rebuilt
+    cluster = MemoryCluster(cluster_objects(nodes, []))
+    app = create_app(config_of(), source=cluster, clock=FakeClock(), background=False)
+    engine = app.extensions["kube_extender"].engine
+    pod = make_pod("p").req(gpu=1).obj()
+    feasible = engine.filter(pod, ["n0", "n1", "n2", "n3"]).feasible
+    before = dict(engine.prioritize(pod, feasible))
+    assert feasible == ["n0", "n1", "n2", "n3"] and len(set(before.values())) == 4
+    cluster.delete_node("n1")
+    cluster.add_node(make_node("n20").alloc(gpu=1).obj())
+    assert dict(engine.prioritize(pod, feasible))["n1"] == 0  # unknown: not in the cache
+    cluster.add_node(make_node("n1").alloc(gpu=8).obj())  # back, on another row, larger
+    after = dict(engine.prioritize(pod, feasible))
+    assert 0 < after["n1"] < before["n0"] < before["n1"]  # the emptiest of the four now (bin-packing)
+    assert {n: after[n] for n in ("n0", "n2")} == {n: before[n] for n in ("n0", "n2")}
+
+
+@pytest.mark.parametrize("device_share, ahead", [(False, True), (True, False)], ids=["NodeResources", "DeviceShare"])
+def test_only_scores_read_from_the_snapshot_alone_are_made_ahead(device_share: bool, ahead: bool) -> None:
+    """Scoring ahead of prioritize (``score_ahead``) is for Score plugins that declare their
+    scores depend on the pod and the snapshot only; DeviceShare's do not say so."""
+    nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(3)]
+    engine, _ = engines(nodes, [], "binpack", device_share)
+    pod = engine.pod_info(make_pod("p").req(gpu=1).obj())
+    scores = engine.score_ahead(pod, ["n0", "n1"])
+    assert (scores is not None) is ahead
+    if ahead:
+        assert engine.prioritize(pod, ["n0", "n1"]).scores is scores  # served as made
+        assert engine.prioritize(engine.pod_info(make_pod("p").req(gpu=1).obj()), ["n0", "n1"]).scores is not scores
+
+
 def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     """A node offering more than int64 columns hold exactly (here 10**14 GPUs, 10**17 milli-units)
     is decided with Python ints, the same with the batch path on."""
@@ -204,3 +286,26 @@ def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     a, b = fast.filter(pod, ["huge", "small"]), slow.filter(pod, ["huge", "small"])
     assert a.feasible == b.feasible == ["huge"] and a.failed == b.failed == {"small": "Insufficient example.com/gpu"}
     assert list(fast.prioritize(pod, ["huge", "small"])) == list(slow.prioritize(pod, ["huge", "small"]))
+
+
+OTHERS = [f"n{i}" for i in range(8, 24)]
+
+
+@pytest.mark.parametrize("names, feasible", [
+    (["n7", "n0", "ghost", "n3", *OTHERS], ["n7", "n0"]),
+    (["n7", "n0", "ghost", "n3", "n7", *OTHERS], ["n7", "n0", "n7"]),
+])
+def test_a_prefilter_allowing_few_of_many_names_answers_as_the_per_node_path(names: list[str],
+                                                                            feasible: list[str]) -> None:
+    """PreFilter allows 4 of 20 or 21 candidates (the batch path then filters only those, per
+    node): the feasible names keep the input order and repeats, the others are excluded or unknown."""
+    nodes = [make_node(f"n{i}").alloc(gpu=2).obj() for i in range(24)]
+    pods = [make_pod("r").req(gpu=2).node("n3").obj()]
+    fast, slow = engines(nodes, pods, "binpack", device_share=False, steer=frozenset({"n0", "n7", "n3", "gone"}))
+    pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
+    assert a.feasible == feasible
+    assert a.failed == {"ghost": "node not in extender cache", "n3": "Insufficient example.com/gpu"}
+    assert a.unresolvable == dict.fromkeys(OTHERS, "node(s) excluded by the extender's PreFilter")
+    assert statuses(fast, "default/p") == statuses(slow, "default/p")

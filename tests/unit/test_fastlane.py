@@ -241,12 +241,55 @@ def test_without_keep_alive_every_answer_closes(app: Any) -> None:
     assert lane.closed()
 
 
-def test_a_connection_idle_past_the_keep_alive_timeout_ends(lane: Lane) -> None:
-    """The worker sets the keep-alive timeout on the socket: a read that waits longer ends it."""
-    lane.connection.sock.settimeout(0.05)
+def _waiting(lane: Lane, idle: bool) -> None:
+    for _ in range(500):
+        if lane.connection.waiting and lane.connection.idle is idle:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the connection did not come to wait")
+
+
+@pytest.mark.parametrize("sent, idle, stalled, ends", [
+    (b"", 5.0, 100.0, True),  # waited for a request longer than the keep-alive limit
+    (b"", 100.0, 5.0, False),  # not yet
+    (b"POST /scheduler/filter HTTP/1.1\r\nHost", 100.0, 5.0, True),  # stuck mid-request
+    (b"POST /scheduler/filter HTTP/1.1\r\nHost", 5.0, 100.0, False),  # mid-request is not idle
+], ids=["idle, past", "idle, within", "mid-request, past", "mid-request, within"])
+def test_a_connection_that_waits_on_its_client_too_long_ends_at_the_sweep(lane: Lane, sent: bytes, idle: float,
+                                                                          stalled: float, ends: bool) -> None:
+    """The worker asks each connection now and then (``Connection.expire``) instead of a timeout
+    on every read: one that has waited on its client longer than the limit for what it waits
+    for ends; the others go on."""
     lane.send(post("/scheduler/filter", args()))
     assert lane.reply()[0] == 200
-    assert lane.closed()
+    lane.send(sent)
+    _waiting(lane, idle=not sent)
+    assert lane.connection.expire(lane.connection.since + 10, idle, stalled) is ends
+    if ends:
+        assert lane.closed()
+    else:
+        lane.send(post("/scheduler/filter", args())[len(sent):])
+        assert lane.reply()[0] == 200
+
+
+def test_a_connection_working_on_an_answer_is_never_expired(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind held in Permit may take minutes: the connection waits on the engine, not on its client."""
+    working, go_on = threading.Event(), threading.Event()
+    verbs = app.wsgi_app.verbs
+    answer = verbs.answer
+
+    def slow(*a: Any, **k: Any) -> Any:
+        working.set()
+        go_on.wait(10)
+        return answer(*a, **k)
+
+    monkeypatch.setattr(verbs, "answer", slow)
+    lane = Lane(app, Limits(body=LIMIT))
+    lane.send(post("/scheduler/filter", args()))
+    assert working.wait(10)
+    assert lane.connection.expire(lane.connection.since + 1000, 1.0, 1.0) is False
+    go_on.set()
+    assert lane.reply()[0] == 200
 
 
 def test_an_idle_connection_is_closed_when_the_worker_stops(lane: Lane) -> None:
@@ -404,3 +447,13 @@ def test_the_worker_quits_once_and_stops_on_term() -> None:
     fast, _ = worker()
     fast._on_term(15, None)
     assert not fast._answered()
+
+
+@pytest.mark.parametrize("keepalive, timeout, limit", [(2, 30, 2), (0, 30, 30)])
+def test_the_sweep_asks_every_connection_with_the_keep_alive_limit(keepalive: int, timeout: int, limit: int) -> None:
+    """gunicorn's keepalive, or its timeout when keep-alive is off, as the socket timeout was."""
+    asked: list[tuple[float, float]] = []
+    connection = SimpleNamespace(expire=lambda now, idle, stalled: asked.append((idle, stalled)) or False)
+    worker = SimpleNamespace(cfg=SimpleNamespace(keepalive=keepalive, timeout=timeout), _connections=[connection])
+    FastLaneWorker._sweep(worker)  # type: ignore[arg-type]
+    assert asked == [(limit, limit)]

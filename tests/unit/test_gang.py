@@ -16,6 +16,7 @@ from extender.cluster.memory import MemoryCluster
 from extender.framework.registration import PluginSpec
 from extender.framework.status import Code, Status
 from extender.runtime.registry import Registry
+from policies.gang.plugin import _Offered
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 NODES = ["n1", "n2"]
@@ -467,3 +468,12 @@ def test_groups_that_are_done_leave_nothing_behind_in_the_plugin(clock: Any) -> 
     assert engine.bind("default", "solo", "u-solo", "n1") == ""  # any Permit call looks
     kept = gang.groups.kept()
     assert kept.allowed == {} and kept.failed_plans == frozenset()
+
+
+def test_the_offered_names_answer_as_a_set_however_often_asked() -> None:
+    """PreFilter's "is the slot's node offered?" scans the list for the first answers and makes a
+    set for more: the answers are the same either way."""
+    offered = _Offered(["n2", "n1", "n3", "n1"])
+    asked = ["n1", "n9", "n1", "n3", "n2", "n9", "n4", "n1"]
+    assert [name in offered for name in asked] == [name in {"n1", "n2", "n3"} for name in asked]
+    assert len(offered) == 3 and sorted(offered) == ["n1", "n2", "n3"]

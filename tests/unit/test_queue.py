@@ -116,3 +116,25 @@ def test_pod_changes_reach_listeners_in_order_before_the_call_returns(cache: Clu
     assert seen == [("u", True)]
     cache.remove_pod(raw)
     assert seen == [("u", True), ("u", False)]
+
+
+def test_held_capacity_adds_the_same_slots_once_and_follows_every_change(cache: ClusterCache) -> None:
+    """The same slots held on the same NodeInfo are added once (the answer is reused); a slot
+    gone, a claim that stops a slot counting, or a new snapshot of the node gives a new answer."""
+    queue = SchedulingQueue(cache, cache.clock)
+    reservations = queue.held.reservations
+    outsider = cache.upsert_pod(make_pod("o").uid("u-o").req(gpu=1).obj())
+    member = cache.upsert_pod(make_pod("m").uid("u-m").req(gpu=1).obj())
+    reservations.place("g", 0, [("n1", member), ("n1", member)], ttl=60.0)
+    node = cache.snapshot().get("n1")
+    assert node is not None
+    first = queue.with_held(node, outsider)
+    assert first.requested[GPU] == 2000 and queue.with_held(node, outsider) is first
+    assert reservations.claim("g", "u-o", prefer={"n1"}) == "n1"
+    assert queue.with_held(node, outsider).requested[GPU] == 1000, "its own claimed slot no longer counts"
+    assert reservations.consume("g", "u-m", "n1", {GPU: 1000})
+    assert queue.with_held(node, member).requested[GPU] == 1000, "one slot left, claimed by another"
+    cache.upsert_pod(bound(make_pod("r").uid("u-r").req(gpu=1).obj(), "n1"))
+    later = cache.snapshot().get("n1")
+    assert later is not None and later is not node
+    assert queue.with_held(later, member).requested[GPU] == 2000, "the node's new pod and the slot"

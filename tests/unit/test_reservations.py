@@ -194,7 +194,10 @@ def test_held_amounts_follow_every_change_as_held_on_counts_it(clock: FakeClock)
     agree()
     r.place("g", 10, [("n3", pod("m3", 10))], ttl=5.0, extend=True)
     agree()
-    assert r.unclaim_except("g", set()) == 0
+    assert r.claim("g", "u-m2") == "n2"
+    agree()
+    assert r.unclaim_except("g", set()) == 1
+    agree()
     clock.advance(10.0)  # g expires, h lives
     agree()
     r.release("h")

@@ -5,13 +5,14 @@ through the fast lane: tests/integration/test_fastlane_http.py."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from typing import Any
 
 import orjson
 import pytest
-from builders import make_node, make_pod
+from builders import GPU, make_node, make_pod
 
 from extender.api.routes import VerbShortcut
 from extender.api.verbs import Verbs
@@ -49,6 +50,82 @@ def test_filter_and_prioritize_are_answered(verbs: Verbs) -> None:
     assert reply["NodeNames"] == ["n1", "n2"] and list(reply["FailedNodes"]) == ["ghost"] and reply["Error"] == ""
     status, reply, _ = verbs.answer("prioritize", args(["n1", "n2"]))
     assert status == 200 and [h["Host"] for h in orjson.loads(orjson.dumps(reply))] == ["n1", "n2"]
+
+
+def _body(pod: dict[str, Any], names: list[str]) -> bytes:
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+def _prioritize(verbs: Verbs, pod: dict[str, Any], names: list[str]) -> tuple[int, Any]:
+    status, reply, _ = verbs.answer("prioritize", _body(pod, names))
+    return status, orjson.loads(orjson.dumps(reply))
+
+
+def test_prioritize_after_filter_judges_the_pod_it_is_sent(verbs: Verbs) -> None:
+    """Filter's parse of the pod serves the prioritize that follows only for the same pod: one
+    that differs - in its requests, or only in a type Python's == does not tell apart - is
+    judged (or refused) as sent."""
+    pod = make_pod("p").req(gpu=1).obj()
+    assert verbs.answer("filter", _body(pod, ["n1", "n2"]))[0] == 200
+    status, reply = _prioritize(verbs, pod, ["n1", "n2"])
+    assert status == 200
+    asks_two = copy.deepcopy(pod)  # the same pod, asking for two GPUs: n2 offers one
+    asks_two["spec"]["containers"][0]["resources"] = {"requests": {GPU: "2"}, "limits": {GPU: "2"}}
+    status, twice = _prioritize(verbs, asks_two, ["n1", "n2"])
+    assert status == 200 and twice != reply and twice[1] == {"Host": "n2", "Score": 0}
+    pod["spec"]["priority"] = 1
+    for odd in (1.0, True):  # == 1 in Python, not an integer priority on the wire
+        mistyped = copy.deepcopy(pod)
+        mistyped["spec"]["priority"] = odd
+        assert mistyped == pod
+        assert verbs.answer("filter", _body(pod, ["n1"]))[0] == 200
+        status, refused = _prioritize(verbs, mistyped, ["n1"])
+        assert status == 400 and "priority" in refused["message"]
+
+
+def _pair(verbs: Verbs, pod: dict[str, Any], names: list[str]) -> tuple[list[str], list[Any]]:
+    """Filter then prioritize as kube-scheduler asks them (the filter's record called, as the
+    transport does once the answer is sent)."""
+    status, reply, record = verbs.answer("filter", _body(pod, names))
+    record()
+    status, scores = _prioritize(verbs, pod, reply["NodeNames"])
+    assert status == 200
+    return reply["NodeNames"], scores
+
+
+def test_scores_made_ahead_are_what_prioritize_computes_on_the_cluster_it_sees(make_app: Any) -> None:
+    """Once prioritize follows filter with its feasible nodes, each filter's record scores them
+    ahead; prioritize answers with those scores only for that very pod, those names and an
+    unchanged cluster."""
+    app, cluster = make_app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()])
+    verbs = app.wsgi_app.verbs
+    first = make_pod("first").req(gpu=1).obj()
+    assert _pair(verbs, first, ["n1", "n2"])[1] == [{"Host": "n1", "Score": 3}, {"Host": "n2", "Score": 5}]
+    assert verbs._ahead_reply[0] is None  # nothing scored ahead before a prioritize followed a filter
+
+    pod = make_pod("p").req(gpu=1).obj()
+    status, reply, record = verbs.answer("filter", _body(pod, ["n1", "n2"]))
+    record()
+    assert verbs._ahead_reply[0] is not None  # scored ahead
+    assert _prioritize(verbs, pod, ["n1", "n2"])[1] == [{"Host": "n1", "Score": 3}, {"Host": "n2", "Score": 5}]
+
+    asks_two = copy.deepcopy(pod)  # the same pod asking for two GPUs
+    asks_two["spec"]["containers"][0]["resources"] = {"requests": {GPU: "2"}, "limits": {GPU: "2"}}
+    for change, asked, names, expected in [
+        # another pod lands on n1 after the filter: n1 is fuller now (3 of 4 with this one)
+        (lambda: cluster.add_pod(make_pod("q").req(gpu=2).node("n1").obj()), pod, ["n1", "n2"], [8, 5]),
+        (lambda: None, pod, ["n2"], [5]),  # not the names filter found
+        (lambda: None, pod, ["n2", "n1"], [5, 8]),  # nor in their order
+        (lambda: None, asks_two, ["n1", "n2"], [10, 10]),  # another pod (its own text)
+    ]:
+        _pair(verbs, first, ["n1", "n2"])  # prioritize follows filter again
+        before = verbs._ahead_reply[0]
+        status, reply, record = verbs.answer("filter", _body(pod, ["n1", "n2"]))
+        record()
+        assert reply["NodeNames"] == ["n1", "n2"] and verbs._ahead_reply[0] is not before  # scored ahead
+        change()
+        _, scores = _prioritize(verbs, asked, names)
+        assert [s["Score"] for s in scores] == expected and [s["Host"] for s in scores] == names
 
 
 @pytest.mark.parametrize("kind, body, outcome", [
@@ -113,7 +190,8 @@ def _count(verbs: Verbs, verb: str, outcome: str) -> float:
 
 def test_a_plain_post_is_answered_without_flask(shortcut: VerbShortcut, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shortcut, "app", None)  # the Flask app: never called
-    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(args(["n1"])), str(len(args(["n1"]))))
+    sent = args(["n1"])
+    status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(sent), str(len(sent)))
     assert status == "200 OK" and json.loads(body)["NodeNames"] == ["n1"]
     status, body = _call(shortcut, "POST", "/scheduler/filter", io.BytesIO(b"nope"), "4")
     assert status == "400 Bad Request" and json.loads(body)["error"] == "bad request"

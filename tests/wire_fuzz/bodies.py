@@ -305,8 +305,9 @@ class Case:
 
     def errors_expected(self) -> tuple[int, ...]:
         """Statuses of 500 and above this request may get: 501 for a transfer coding the server
-        does not implement (HTTP says so); no other."""
-        return (501,) if self.damage == "Transfer-Encoding unknown" else ()
+        does not implement - an unknown one, or gzip before chunked (RFC 9112 6.1: a server
+        SHOULD answer 501; gunicorn answers some of these 400, the fast lane 501); no other."""
+        return (501,) if self.damage in _UNIMPLEMENTED_CODINGS else ()
 
     def describe(self) -> str:
         extra = [] if self.framing == "plain" else [f"framing {self.framing} {self.damage}".rstrip()]
@@ -356,6 +357,11 @@ HEAD_DAMAGE = {
     "150 headers": [f"X-H{i}: {i}" for i in range(150)],
     "underscore header": ["X_Forwarded_For: 10.0.0.1"],
 }
+
+_UNIMPLEMENTED_CODINGS = frozenset({"Transfer-Encoding gzip", "Transfer-Encoding gzip, chunked",
+                                    "Transfer-Encoding unknown"})
+"""Head damages that ask for a transfer coding the server does not implement."""
+
 """Heads gunicorn (or the fast lane) must refuse, as extra header lines."""
 
 LINE_DAMAGE = {
