@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from extender.framework.resources import pod_requests, resource_list
 
@@ -200,16 +200,26 @@ def interleave_zones(nodes: Iterable[tuple[str, str]]) -> list[str]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The state one scheduling cycle sees (``nodeInfoSnapshot``)."""
+    """The state one scheduling cycle sees (``nodeInfoSnapshot``). ``in_order``: the nodes in
+    ``order`` (the cache keeps that list up to date, so a snapshot copies it instead of looking
+    up every name); ``changes``: (the serial of the cache's previous snapshot, the rows of
+    ``in_order`` whose NodeState changed since it, this snapshot's serial), or None when the
+    rows cannot be told (the order changed) - what lets a follower of every snapshot
+    (``extender.sim.search``) look at the changed rows only."""
 
     nodes: Mapping[str, NodeState]
     order: tuple[str, ...]
     generation: int
+    in_order: Sequence[NodeState] | None = None
+    changes: tuple[int, frozenset[int], int] | None = None
 
     def get(self, name: str) -> NodeState | None:
         return self.nodes.get(name)
 
     def ordered(self) -> list[NodeState]:
+        """The nodes in ``order`` (a list of the caller's own)."""
+        if self.in_order is not None:
+            return list(self.in_order)
         return list(map(self.nodes.__getitem__, self.order))
 
     def pods_on(self, name: str) -> dict[str, Mapping[str, Any]] | None:
@@ -227,6 +237,10 @@ class SchedulerCache:
         self._assumed: set[str] = set()
         self._zones: dict[str, str] = {}  # node name -> zone_key, in self._nodes' order
         self._order: tuple[str, ...] | None = ()
+        self._in_order: list[NodeState] = []  # the nodes in _order (while it is not None)
+        self._rows: dict[str, int] = {}  # node name -> its index in _order
+        self._changed: set[int] | None = set()  # rows changed since the last snapshot (None: unknown)
+        self._serial = 0  # snapshots taken
         self.generation = 0
 
     # ---- nodes ------------------------------------------------------------------------------------
@@ -239,7 +253,7 @@ class SchedulerCache:
             self.generation += 1
             existing = self._nodes.get(name)
             if existing is not None:
-                self._nodes[name] = existing.with_node(raw)
+                self._put(name, existing.with_node(raw))
                 if self._zones[name] != zone:
                     self._zones[name] = zone
                     self._order = None
@@ -265,17 +279,30 @@ class SchedulerCache:
         changed: a cluster's nodes arrive one by one, and interleaving after each was quadratic."""
         if self._order is None:
             self._order = tuple(interleave_zones((name, self._zones[name]) for name in self._nodes))
+            self._in_order = list(map(self._nodes.__getitem__, self._order))
+            self._rows = {name: row for row, name in enumerate(self._order)}
+            self._changed = None
         return self._order
+
+    def _put(self, name: str, state: NodeState) -> None:
+        """Store a known node's new state (lock held), in the ordered list too while the order
+        stands (a new order is built from ``_nodes``)."""
+        self._nodes[name] = state
+        if self._order is not None:
+            row = self._rows[name]
+            self._in_order[row] = state
+            if self._changed is not None:
+                self._changed.add(row)
 
     # ---- pods -------------------------------------------------------------------------------------
 
     def _place(self, pod: PodRecord, assumed: bool) -> None:
         old = self._pods.get(pod.uid)
         if old is not None and old.node_name in self._nodes:
-            self._nodes[old.node_name] = self._nodes[old.node_name].without_pod(pod.uid)
+            self._put(old.node_name, self._nodes[old.node_name].without_pod(pod.uid))
         self._pods[pod.uid] = pod
         if pod.node_name in self._nodes:
-            self._nodes[pod.node_name] = self._nodes[pod.node_name].with_pod(pod, assumed)
+            self._put(pod.node_name, self._nodes[pod.node_name].with_pod(pod, assumed))
         self.generation += 1
 
     def add_assigned(self, pod: PodRecord) -> None:
@@ -290,7 +317,7 @@ class SchedulerCache:
             self._assumed.discard(uid)
             if pod is not None:
                 if pod.node_name in self._nodes:
-                    self._nodes[pod.node_name] = self._nodes[pod.node_name].without_pod(uid)
+                    self._put(pod.node_name, self._nodes[pod.node_name].without_pod(uid))
                 self.generation += 1
             return pod
 
@@ -315,7 +342,11 @@ class SchedulerCache:
 
     def snapshot(self) -> Snapshot:
         with self._lock:
-            return Snapshot(dict(self._nodes), self._ordered_names(), self.generation)
+            order = self._ordered_names()
+            self._serial += 1
+            changes = None if self._changed is None else (self._serial - 1, frozenset(self._changed), self._serial)
+            self._changed = set()
+            return Snapshot(dict(self._nodes), order, self.generation, list(self._in_order), changes)
 
     def nodes(self) -> list[NodeState]:
         with self._lock:

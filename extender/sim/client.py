@@ -433,6 +433,12 @@ def strip_type_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
 
+def encode_pod(pod: Mapping[str, Any]) -> bytes:
+    """The ``Pod`` field of a filter or prioritize request: the same for every extender, so a
+    cycle encodes its pod once."""
+    return gojson.marshal(strip_type_meta(pod))
+
+
 @dataclass
 class FilterReply:
     """What ``Filter`` returns: the surviving names (in reply order), the returned Node objects in
@@ -504,37 +510,41 @@ class HTTPExtender:
         sample.ok, sample.error = False, error
         return ExtenderError(error)
 
-    def _args(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], names: list[str]) -> bytes:
+    def _args(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], names: list[str],
+              pod_body: bytes | None) -> bytes:
         """``ExtenderArgs`` encoded (its fields in Go's order)."""
+        if pod_body is None:
+            pod_body = encode_pod(pod)
         if self.spec.node_cache_capable:  # the names, most of the body, are encoded on their own: faster
-            return (b'{"Pod":' + gojson.marshal(strip_type_meta(pod)) + b',"Nodes":null,"NodeNames":'
-                    + gojson.marshal_strings(names) + b"}")
-        return gojson.marshal({"Pod": strip_type_meta(pod), "Nodes": {"metadata": {}, "items": [strip_type_meta(n) for n in nodes]},
-                               "NodeNames": None})
+            return b'{"Pod":' + pod_body + b',"Nodes":null,"NodeNames":' + gojson.marshal_strings(names) + b"}"
+        return (b'{"Pod":' + pod_body + b',"Nodes":'
+                + gojson.marshal({"metadata": {}, "items": [strip_type_meta(n) for n in nodes]}) + b',"NodeNames":null}')
 
     def filter(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
-               names: Sequence[str] | None = None) -> FilterReply:
+               names: Sequence[str] | None = None, pod_body: bytes | None = None) -> FilterReply:
         """``HTTPExtender.Filter``; ``nodes`` are raw Node objects, at least one (``names``: their
-        names, when the caller has them)."""
+        names, and ``pod_body``: :func:`encode_pod`'s bytes of ``pod``, when the caller has them;
+        with ``names``, a nodeCacheCapable extender needs no ``nodes``: it is sent names only).
+        The reply's maps are the decoder's own (fresh) objects."""
         names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.filter_verb:
             return FilterReply(names, None, {}, {})
-        body, sample = self._send("filter", self.spec.filter_verb, self._args(pod, nodes, names))
+        body, sample = self._send("filter", self.spec.filter_verb, self._args(pod, nodes, names, pod_body))
         try:
             result = gojson.decode_filter_result(body)
         except gojson.DecodeError as exc:
             raise self._fail(sample, str(exc)) from exc
         if result.error:
             raise self._fail(sample, go_errorf(result.error))
-        failed = dict(result.failed_nodes or {})
-        unresolvable = dict(result.failed_and_unresolvable_nodes or {})
+        failed = result.failed_nodes or {}
+        unresolvable = result.failed_and_unresolvable_nodes or {}
         if self.spec.node_cache_capable and result.node_names is not None:
             sent = set(names)
-            for name in result.node_names:
-                if name not in sent:
-                    raise self._fail(sample, f'extender "{self.name}" claims a filtered node "{name}" which is not '
-                                             "found in the input node list")
-            return FilterReply(list(result.node_names), None, failed, unresolvable)
+            if not sent.issuperset(result.node_names):
+                name = next(n for n in result.node_names if n not in sent)
+                raise self._fail(sample, f'extender "{self.name}" claims a filtered node "{name}" which is not '
+                                         "found in the input node list")
+            return FilterReply(result.node_names, None, failed, unresolvable)
         if result.nodes is not None:
             objects = {_node_name(n): n for n in result.nodes}
             return FilterReply([_node_name(n) for n in result.nodes], objects, failed, unresolvable)
@@ -544,15 +554,24 @@ class HTTPExtender:
                    names: Sequence[str] | None = None) -> tuple[list[gojson.HostPriority], int]:
         """``HTTPExtender.Prioritize``: (scores, weight); no verb -> zeros with weight 0
         (``names``: the nodes' names, when the caller has them)."""
+        hosts, scores, weight = self.prioritize_columns(pod, nodes, names)
+        return list(map(gojson.HostPriority, hosts, scores)), weight
+
+    def prioritize_columns(self, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
+                           names: Sequence[str] | None = None,
+                           pod_body: bytes | None = None) -> tuple[list[str], list[int], int]:
+        """:meth:`prioritize` as (hosts, their scores in reply order, weight): what a cycle sums
+        without an object per host (``nodes``, ``names`` and ``pod_body`` as for :meth:`filter`)."""
         names = [_node_name(n) for n in nodes] if names is None else list(names)
         if not self.spec.prioritize_verb:
-            return [gojson.HostPriority(name, 0) for name in names], 0
-        body, sample = self._send("prioritize", self.spec.prioritize_verb, self._args(pod, nodes, names))
+            return names, [0] * len(names), 0
+        body, sample = self._send("prioritize", self.spec.prioritize_verb, self._args(pod, nodes, names, pod_body))
         try:
-            result = gojson.decode_host_priority_list(body)
+            result = gojson.decode_host_priorities(body)
         except gojson.DecodeError as exc:
             raise self._fail(sample, str(exc)) from exc
-        return list(result or []), self.spec.weight
+        hosts, scores = result or ([], [])
+        return hosts, scores, self.spec.weight
 
     def bind(self, pod: Mapping[str, Any], node: str) -> None:
         """``HTTPExtender.Bind``: raises ExtenderError on any failure, ``Error`` included."""

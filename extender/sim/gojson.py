@@ -6,7 +6,7 @@ The request structs have no json tags, so their keys are the capitalised Go fiel
 field is present (``null`` when unset). Kubernetes objects embedded in requests keep the key
 order they have in the cluster (Go would use struct-field order; extenders must not care).
 
-Decoding (:func:`decode_filter_result`, :func:`decode_host_priority_list`,
+Decoding (:func:`decode_filter_result`, :func:`decode_host_priorities`,
 :func:`decode_preemption_result`, :func:`decode_binding_result`): ``json.NewDecoder(body)
 .Decode(&result)`` into the four reply types, strictly typed like Go, not like the tolerant
 server schemas of ``extender.api``:
@@ -28,6 +28,7 @@ scheduler uses them: an object whose ``items`` is a list of objects with a strin
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -289,7 +290,7 @@ class PreemptionResult:
 
 _UNREAD = object()
 _FILTER_KEYS = frozenset({"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"})
-_HOST_PRIORITY_KEYS = {"Host": None, "Score": None}.keys()
+_HOST, _SCORE = operator.itemgetter("Host"), operator.itemgetter("Score")
 
 
 def _plain(body: bytes) -> Any:
@@ -340,21 +341,29 @@ def _host_priority(value: Any, where: str) -> HostPriority:
     return HostPriority(data.get("Host", ""), data.get("Score", 0))
 
 
-def decode_host_priority_list(body: bytes) -> list[HostPriority] | None:
-    """``HostPriorityList`` (a bare JSON array); None for a ``null`` body."""
+def decode_host_priorities(body: bytes) -> tuple[list[str], list[int]] | None:
+    """``HostPriorityList`` (a bare JSON array) as two columns, the hosts and their scores in
+    reply order (a host named twice appears twice); None for a ``null`` body. The reply every
+    extender writes - objects of exactly ``Host`` (a string) and ``Score`` (an int64) - is
+    checked with a few passes in C over the whole list; anything else goes to the faithful
+    decoding, element by element."""
     data = _plain(body)
-    if type(data) is list and all(type(e) is dict and e.keys() == _HOST_PRIORITY_KEYS for e in data):
-        hosts = [e["Host"] for e in data]
-        scores = [e["Score"] for e in data]
-        if (set(map(type, hosts)) <= {str} and set(map(type, scores)) <= {int}
-                and (not scores or (INT64_MIN <= min(scores) and max(scores) <= INT64_MAX))):
-            return list(map(HostPriority, hosts, scores))
+    if type(data) is list and set(map(type, data)) <= {dict} and set(map(len, data)) <= {2}:
+        try:  # two keys, both present: exactly Host and Score
+            hosts, scores = list(map(_HOST, data)), list(map(_SCORE, data))
+        except KeyError:
+            pass
+        else:
+            if (set(map(type, hosts)) <= {str} and set(map(type, scores)) <= {int}
+                    and (not scores or (INT64_MIN <= min(scores) and max(scores) <= INT64_MAX))):
+                return hosts, scores
     value = first_value(body)
     if value is None:
         return None
     if not isinstance(value, list):
         raise DecodeError(f"json: cannot unmarshal {_kind(value)} into Go value of type v1.HostPriorityList")
-    return [_host_priority(v, "Go value") for v in value]
+    decoded = [_host_priority(v, "Go value") for v in value]
+    return [hp.host for hp in decoded], [hp.score for hp in decoded]
 
 
 def _meta_pod(value: Any, where: str) -> str:

@@ -11,6 +11,7 @@ owns them and the rest of the cycle (queue, assume, binding, failures, preemptio
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 import random
@@ -22,7 +23,7 @@ import numpy as np
 from extender.framework.status import Code, Status
 from extender.sim import queue as q
 from extender.sim.cache import NodeState, PodRecord, Snapshot
-from extender.sim.client import ExtenderError, HTTPExtender
+from extender.sim.client import ExtenderError, HTTPExtender, encode_pod
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import WorkingNode, run_filters, score_nodes
 from extender.sim.records import Diagnosis, ScoreTable
@@ -34,6 +35,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_EXTENDER_SCORE_SCALE = 10  # MaxNodeScore / MaxExtenderPriority
 _PASSED = Status()
+_NAME = operator.attrgetter("name")
+_RAW = operator.attrgetter("raw")
 
 
 class Placement:
@@ -48,6 +51,7 @@ class Placement:
     _executor: ThreadPoolExecutor
     _has_filter_extenders: bool
     _has_scoring: bool
+    _encoded: tuple[PodRecord, bytes] | None
 
     def _fits(self, pod: PodRecord, node: NodeState | WorkingNode, nominated: Mapping[str, list[PodRecord]],
               pods_only: bool = False) -> Status:
@@ -99,16 +103,18 @@ class Placement:
             to_find = 1
         feasible: list[NodeState] = []
         processed = 0
-        known = self._search_order(pod, nodes, snap.order, nominated, to_find)
+        known = self._search_order(pod, nodes, snap, nominated, to_find)
         steps = nodes[self._next_start:] + nodes[:self._next_start]  # step i looks at steps[i]
         # the steps in kube-scheduler's order; a run of nodes known to pass is taken at once
         checked, end = (range(n), n) if known is None else known
         taken = 0
+        earlier = set(diag.statuses)  # the nominated node's, if it failed: a step may look at it again
         for i in (*checked, end):
             run = steps[taken:min(i, taken + to_find - len(feasible))]
-            if run and diag.statuses:
+            if run and earlier:
                 for node in run:
-                    diag.statuses.pop(node.name, None)
+                    if node.name in earlier:
+                        diag.statuses.pop(node.name, None)
             feasible += run
             processed = taken + len(run)
             if len(feasible) >= to_find or i == end:
@@ -133,7 +139,7 @@ class Placement:
             diag.plugins.add(q.EXTENDER_PLUGIN)
         return feasible, diag
 
-    def _search_order(self, pod: PodRecord, nodes: list[NodeState], order: tuple[str, ...],
+    def _search_order(self, pod: PodRecord, nodes: list[NodeState], snap: Snapshot,
                       nominated: Mapping[str, list[PodRecord]], to_find: int) -> tuple[list[int], int] | None:
         """For the search's steps from ``_next_start`` (step i looks at ``nodes[(start + i) % n]``)
         up to the last it can need - the one where the ``to_find``-th node known to pass is found,
@@ -142,7 +148,7 @@ class Placement:
         decides it, as it does every node that fails, whose Status the diagnosis needs), and the
         number of steps. None when the columns cannot tell: every node then goes through ``_fits``."""
         search = self._search
-        search.sync(nodes, order)
+        search.sync(nodes, snap.order, snap.changes)
         passing = search.passing(pod)
         if passing is None:
             return None
@@ -167,105 +173,154 @@ class Placement:
             if not ext.spec.is_interested(pod.raw):
                 continue
             try:
-                sent = [n.name for n in feasible]
-                reply = ext.filter(pod.raw, [n.raw for n in feasible], sent)
+                sent = list(map(_NAME, feasible))
+                reply = ext.filter(pod.raw, _raws(ext, feasible), sent, self._pod_body(pod))
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
                     continue
                 raise
-            fresh: dict[tuple[Code, str], Status] = {}  # one per code and message: immutable, so shared
-            for name, msg in reply.unresolvable.items():
-                old = diag.statuses.get(name)
-                if old is None:
-                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
-                else:
-                    diag.statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, old.reasons + (msg,))
-            for name, msg in reply.failed.items():
-                if name in reply.unresolvable:
-                    continue
-                old = diag.statuses.get(name)
-                if old is None:
-                    diag.statuses[name] = _shared(fresh, Code.UNSCHEDULABLE, msg)
-                else:
-                    diag.statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
-            survivors = []
+            _record_failures(diag.statuses, reply.unresolvable, reply.failed)
             states = snap.nodes
-            for name in reply.names:
-                state = states.get(name)
-                if state is None and reply.node_objects is not None:
-                    state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
-                if state is not None:
+            if reply.node_objects is None:
+                survivors = [state for state in map(states.get, reply.names) if state is not None]
+                kept = reply.names if len(survivors) == len(reply.names) else map(_NAME, survivors)
+            else:
+                survivors = []
+                for name in reply.names:
+                    state = states.get(name)
+                    if state is None:
+                        state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
                     survivors.append(state)
-            diag.extender_rejected.update(set(sent).difference([n.name for n in survivors]))
+                kept = map(_NAME, survivors)
+            diag.extender_rejected.update(set(sent).difference(kept))
             feasible = survivors
         return feasible
 
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState]) -> tuple[ScoreTable, list[int]]:
+    def _pod_body(self, pod: PodRecord) -> bytes:
+        """The cycle's pod as the requests carry it, encoded once for every verb of the cycle (a
+        PodRecord is immutable: the same record, the same bytes)."""
+        if self._encoded is None or self._encoded[0] is not pod:
+            self._encoded = (pod, encode_pod(pod.raw))
+        return self._encoded[1]
+
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState],
+                    names: list[str] | None = None) -> tuple[ScoreTable, list[int]]:
         """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
-        Returns the scores and each feasible node's total, in ``feasible``'s order."""
-        names = [n.name for n in feasible]
+        Returns the scores and each feasible node's total, in ``feasible``'s order (``names``:
+        the nodes' names, when the caller has them)."""
+        names = list(map(_NAME, feasible)) if names is None else names
         interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
         if not interested and not self.cfg.in_tree_scoring:
             ones = [1] * len(names)
             return ScoreTable(names, [("default", ones)]), ones
         columns: list[tuple[str, Sequence[int | None]]] = []
+        summed: list[int] | None = None  # the in-tree columns' sum, when the arrays gave it
         if self.cfg.in_tree_scoring:
-            in_tree = self._search.score_columns(pod, feasible)
-            if in_tree is None:
+            arrays = self._search.score_arrays(pod, feasible)
+            if arrays is not None:
+                columns += [(plugin, values.tolist()) for plugin, values in arrays]
+                summed = sum((values for _, values in arrays), np.zeros(len(names), np.int64)).tolist()
+            else:
                 rows = score_nodes(pod, feasible)
                 plugins = list(rows[names[0]]) if names else []  # score_nodes gives every node each plugin
-                in_tree = [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
-            columns += in_tree
-        raws = [n.raw for n in feasible]
+                columns += [(plugin, [rows[name][plugin] for name in names]) for plugin in plugins]
+        in_tree = len(columns)
+        body = self._pod_body(pod) if interested else b""
 
-        def call(ext: HTTPExtender) -> tuple[HTTPExtender, Any, int, str]:
+        def call(ext: HTTPExtender) -> tuple[HTTPExtender, list[str], list[int], int, str]:
             try:
-                prios, weight = ext.prioritize(pod.raw, raws, names)
-                return ext, prios, weight, ""
+                return (ext, *ext.prioritize_columns(pod.raw, _raws(ext, feasible), names, body), "")
             except ExtenderError as exc:
-                return ext, None, 0, str(exc)
+                return ext, [], [], 0, str(exc)
 
         if len(interested) > 1:
             results = list(self._executor.map(call, interested))
         else:
             results = [call(e) for e in interested]
-        for ext, prios, weight, error in results:
+        for ext, hosts, scores, weight, error in results:
             if error:
                 log.debug("prioritize of %s failed for %s (ignored): %s", ext.name, pod.key, error)
                 continue
             scale = weight * MAX_EXTENDER_SCORE_SCALE
-            sums: dict[str, int] = {}
-            for hp in prios:
-                sums[hp.host] = sums.get(hp.host, 0) + hp.score * scale
-            columns.append((f"extender:{ext.name}", [sums.get(name) for name in names]))
+            scaled = list(map(operator.mul, scores, itertools.repeat(scale, len(scores))))
+            if len(set(hosts)) == len(hosts):
+                sums = dict(zip(hosts, scaled))
+            else:  # a host named twice: its scores add up
+                sums = {}
+                for host, score in zip(hosts, scaled):
+                    sums[host] = sums.get(host, 0) + score
+            columns.append((f"extender:{ext.name}", list(map(sums.get, names))))
         table = ScoreTable(names, columns)
         plugins = [plugin for plugin, _ in columns]
         if len(set(plugins)) < len(plugins):  # a repeated name: the rows hold what its later columns left
             return table, [sum(table[name].values()) for name in names]
-        totals = [0] * len(names)
-        for _, values in columns:
-            totals = list(map(operator.add, totals, [0 if v is None else v for v in values]))
+        totals = [0] * len(names) if summed is None else summed
+        for _, values in columns if summed is None else columns[in_tree:]:
+            if None in values:
+                values = [0 if v is None else v for v in values]
+            totals = list(map(operator.add, totals, values))
         return table, totals
 
-    def _select_host(self, rows: Sequence[tuple[str, int]]) -> str:
+    def _select_host(self, names: Sequence[str], totals: Sequence[int]) -> str:
         """``selectHost``: highest total, ties broken uniformly by reservoir sampling."""
-        best, best_score = rows[0]
-        count = 1
-        for name, score in rows[1:]:
-            if score > best_score:
-                best, best_score, count = name, score, 1
-            elif score == best_score:
-                count += 1
-                if self.rng.randrange(count) == 0:
-                    best = name
-        return best
+        return names[select_index(totals, self.rng)]
 
 
-def _shared(made: dict[tuple[Code, str], Status], code: Code, message: str) -> Status:
-    """``Status(code, (message,))``, made once per ``made`` (an extender's reply names hundreds
-    of nodes with a handful of messages)."""
-    st = made.get((code, message))
-    if st is None:
-        st = made[(code, message)] = Status(code, (message,))
-    return st
+def select_index(totals: Sequence[int], rng: random.Random) -> int:
+    """``selectHost``'s choice among ``totals`` (at least one): node by node, a higher total
+    than the best so far becomes the best, an equal one draws ``rng.randrange(count)`` (count:
+    the nodes with that total so far) and becomes the best on 0. Only the nodes that draw are
+    visited in Python - the running best, where it rises and where it is tied come from array
+    operations - so the draws, and the choice, are the loop's."""
+    try:
+        scores = np.array(totals, dtype=np.int64)
+    except OverflowError:  # totals beyond int64: the same operations on Python ints
+        scores = np.array(totals, dtype=object)
+    best_before = np.maximum.accumulate(scores)[:-1]
+    later = scores[1:]
+    ties = np.flatnonzero(later == best_before) + 1
+    if not len(ties):
+        return int(np.argmax(scores))
+    rises = np.flatnonzero(later > best_before) + 1
+    segment = np.searchsorted(rises, ties)  # how many rises came before each tie
+    first = np.searchsorted(segment, segment)  # the index in ``ties`` of its segment's first tie
+    counts = np.arange(len(ties)) - first + 2
+    last = len(rises)
+    best = int(rises[-1]) if last else 0
+    for at, count, seg in zip(ties.tolist(), counts.tolist(), segment.tolist()):
+        if rng.randrange(count) == 0 and seg == last:
+            best = at
+    return best
+
+
+def _raws(ext: HTTPExtender, nodes: list[NodeState]) -> list[Mapping[str, Any]]:
+    """The Node objects a request to ``ext`` carries: none in nodeCacheCapable mode, which sends
+    the names only."""
+    return [] if ext.spec.node_cache_capable else list(map(_RAW, nodes))
+
+
+def _record_failures(statuses: dict[str, Status], unresolvable: Mapping[str, str], failed: Mapping[str, str]) -> None:
+    """An extender's failure maps into the diagnosis, as ``findNodesThatPassExtenders`` does:
+    ``FailedAndUnresolvableNodes`` first and winning over ``FailedNodes``; a node that already
+    has a status gets the message added to its reasons (unresolvable: its code becomes
+    UnschedulableAndUnresolvable). A node without one gets a Status made once per code and
+    message - immutable, so shared: a reply names hundreds of nodes with a handful of messages -
+    and those are stored at C speed."""
+    for code, failures in ((Code.UNSCHEDULABLE_AND_UNRESOLVABLE, unresolvable), (Code.UNSCHEDULABLE, failed)):
+        if not failures:
+            continue
+        if failures is failed and unresolvable:
+            failures = {name: msg for name, msg in failures.items() if name not in unresolvable}
+        known = failures.keys() & statuses.keys()
+        if known:  # rare: such nodes keep their place in the diagnosis, as an assignment would
+            fresh = {name: msg for name, msg in failures.items() if name not in known}
+            for name in [name for name in failures if name in known]:
+                old, msg = statuses[name], failures[name]
+                if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    statuses[name] = Status(code, old.reasons + (msg,))
+                else:
+                    statuses[name] = Status(old.code, old.reasons + (msg,), old.plugin)
+            failures = fresh
+        made = {msg: Status(code, (msg,)) for msg in set(failures.values())}
+        statuses.update(zip(failures.keys(), map(made.__getitem__, failures.values())))

@@ -56,6 +56,35 @@ class ScoreTable(Mapping[str, Mapping[str, int]]):
         return f"ScoreTable({self._built()!r})"
 
 
+class StatusMessages(Mapping[str, str]):
+    """A cycle's diagnosis as node -> message, read from the nodes' Statuses when first asked
+    for: a cycle rejects hundreds of nodes, and most records are never read. The statuses are
+    the diagnosis' own dict, which nothing changes after the cycle."""
+
+    __slots__ = ("_statuses", "_messages")
+
+    def __init__(self, statuses: Mapping[str, Status]) -> None:
+        self._statuses = statuses
+        self._messages: dict[str, str] | None = None
+
+    def _built(self) -> dict[str, str]:
+        if self._messages is None:
+            self._messages = {name: st.message for name, st in self._statuses.items()}
+        return self._messages
+
+    def __getitem__(self, name: str) -> str:
+        return self._built()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._statuses)
+
+    def __len__(self) -> int:
+        return len(self._statuses)
+
+    def __repr__(self) -> str:
+        return f"StatusMessages({self._built()!r})"
+
+
 @dataclass
 class CycleRecord:
     """What one scheduling attempt did (for tests and reports)."""
@@ -70,7 +99,8 @@ class CycleRecord:
     scores: Mapping[str, Mapping[str, int]] | None = None
     totals: dict[str, int] | None = None
     message: str = ""
-    statuses: dict[str, str] = field(default_factory=dict)
+    statuses: Mapping[str, str] = field(default_factory=dict)
+    """Node -> the message of its Status (a :class:`StatusMessages` in the scheduler's records)."""
     plugins: list[str] = field(default_factory=list)
     preemption: dict[str, Any] | None = None
     queue: str = ""

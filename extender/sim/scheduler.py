@@ -19,7 +19,8 @@ object it subscribes to (a ``MemoryCluster`` or anything with the same methods, 
    one feasible -> chosen without scoring; two or more -> in-tree scores plus every interested
    extender's prioritize concurrently (errors ignored, ``Score x weight x 10``, unknown hosts
    ignored, missing hosts 0), host picked with seeded reservoir sampling (``selectHost``);
-6. assume in the cache, then a **binding cycle thread per pod** (unbounded): the first
+6. assume in the cache, then a **binding cycle thread per pod** (unbounded; threads are reused,
+   handed each cycle as a new one starts: ``extender.sim.binders``): the first
    interested binder extender binds (1.30+: an ignorable binder's error falls through), else
    the default binder writes the Binding to the cluster. Failure: forget, requeue with
    backoff unless the pod already has ``spec.nodeName`` (§5.3).
@@ -63,6 +64,7 @@ import gc
 import heapq
 import itertools
 import logging
+import operator
 import random
 import threading
 import time
@@ -73,17 +75,19 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from extender.framework.handle import WriteError
 from extender.framework.status import Code
 from extender.sim import queue as q
+from extender.sim.binders import Binders
 from extender.sim.cache import PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
 from extender.sim.client import CallStats, ExtenderError, HTTPExtender
 from extender.sim.clocks import RealClock, VirtualClock, iso
 from extender.sim.config import SchedulerConfig
-from extender.sim.records import CycleRecord, Diagnosis, PodTrace, RunSummary
+from extender.sim.records import CycleRecord, Diagnosis, PodTrace, RunSummary, StatusMessages
 from extender.sim.placement import Placement
 from extender.sim.search import NodeSearch
 from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, call_extenders, find_candidates,
                                      fit_error_message, pdbs_from, pick_one_node)
 
 log = logging.getLogger("extender.sim")
+_NAME = operator.attrgetter("name")
 
 
 
@@ -213,9 +217,11 @@ class Scheduler(Placement):
         self.bind_failures = 0
         self.malformed = 0
         self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.extenders)), thread_name_prefix="prioritize")
+        self._binders = Binders()
         self._has_filter_extenders = any(e.spec.is_filter for e in self.extenders)
         self._has_scoring = config.in_tree_scoring or any(e.spec.is_prioritizer for e in self.extenders)
         self._search = NodeSearch(self.ignored)
+        self._encoded = None
         cluster.start(self)
 
     # ---- the cluster watch (ClusterEvents sink; called on any thread) --------------------------------
@@ -488,25 +494,24 @@ class Scheduler(Placement):
             return
         record.evaluated = diag.evaluated
         record.extender_rejected = len(diag.extender_rejected)
-        record.statuses = {n: st.message for n, st in diag.statuses.items()}
+        record.statuses = StatusMessages(diag.statuses)
         if not feasible:
             self._unschedulable(qp, pod, snap, diag, nominated, record)
             return
-        record.feasible = [n.name for n in feasible]
+        record.feasible = list(map(_NAME, feasible))
         if len(feasible) == 1:
             host = feasible[0].name
         else:
-            scores, totals = self._prioritize(pod, feasible)
-            rows = list(zip(record.feasible, totals))
-            record.scores, record.totals = scores, dict(rows)
-            host = self._select_host(rows)
+            scores, totals = self._prioritize(pod, feasible, record.feasible)
+            record.scores, record.totals = scores, dict(zip(record.feasible, totals))
+            host = self._select_host(record.feasible, totals)
         record.outcome, record.node = "scheduled", host
         self._append_cycle(record)
         with self._cond:
             self.cache.assume(pod, host)
             self.queue.binding(qp)
             self._binding += 1
-        threading.Thread(target=self._binding_cycle, args=(qp, pod, host), name=f"bind-{pod.key}", daemon=True).start()
+        self._binders.start(f"bind-{pod.key}", self._binding_cycle, qp, pod, host)
 
     def _nominated_records(self) -> dict[str, list[PodRecord]]:
         return {node: [x.record for x in pods] for node, pods in self.queue.nominated_nodes().items()}
@@ -611,7 +616,7 @@ class Scheduler(Placement):
         for other in lower:
             self._update_status(other, nominated="")
 
-    # ---- binding cycle (one thread per pod) ---------------------------------------------------------------------
+    # ---- binding cycle (a thread per pod, reused: extender.sim.binders) --------------------------------------
 
     def _binding_cycle(self, qp: q.QueuedPod, pod: PodRecord, host: str) -> None:
         error = ""
@@ -726,6 +731,7 @@ class Scheduler(Placement):
             return [qp for qp in self.queue.pods.values() if qp.state != q.BINDING]
 
     def close(self) -> None:
-        """Stop the prioritize worker threads (the cluster subscription stays: a MemoryCluster has
-        no per-sink unsubscribe)."""
+        """Stop the prioritize worker threads and the idle binding threads (the cluster
+        subscription stays: a MemoryCluster has no per-sink unsubscribe)."""
         self._executor.shutdown(wait=False)
+        self._binders.close()

@@ -62,32 +62,42 @@ class NodeSearch:
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
         self._requested: dict[str, npt.NDArray[np.int64]] = {}
         self._pods = np.zeros(0, np.int64)
+        self._zeros = np.zeros(0, np.int64)
         self._nonzero = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._node_only: dict[str, Mask] = {}
         """Constraints key -> whether each row passes the node-only filters."""
         self._node_scores: dict[str, tuple[Ints, Ints]] = {}
         """Constraints key -> per row, the untolerated PreferNoSchedule taints and the preferred
         node affinity weight (the node-only score inputs)."""
+        self._keyed: tuple[PodRecord, str] | None = None
+        self._synced: int | None = None
+        """The serial of the snapshot last followed (None: unknown)."""
+        self._inexact: set[int] = set()
+        """Rows holding a score input beyond float64's exact integers."""
 
-    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None) -> None:
+    def sync(self, nodes: Sequence[NodeState], order: tuple[str, ...] | None = None,
+             changes: tuple[int, frozenset[int], int] | None = None) -> None:
         """Follow ``nodes`` (the snapshot's order): rows whose NodeState changed are rewritten; a
         new order or a changed node object rebuilds what depends on it (as does any change while
         an out-of-range amount keeps the columns off: it may be gone). ``order``: the nodes' names
         as the snapshot holds them - the same tuple is the same order, so the names need no
-        comparing."""
+        comparing. ``changes``: the snapshot's (``cache.Snapshot.changes``) - when the search
+        last followed the snapshot they are counted from, only those rows are compared."""
         old = self.nodes
+        synced, self._synced = self._synced, (changes[2] if changes is not None else None)
         if order is None or order is not self._order or not self.usable:
             self._order = order
             if list(map(_NAME, nodes)) != self._names or not self.usable:
                 self._build(nodes)
                 return
-        changed = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes)))
-        if not len(changed):
-            return
-        self.nodes = list(nodes)
-        for row in changed.tolist():
+        if changes is not None and synced is not None and changes[0] == synced and len(old) == len(nodes):
+            rows = sorted(row for row in changes[1] if nodes[row] is not old[row])
+        else:
+            rows = np.flatnonzero(np.fromiter(map(operator.is_not, nodes, old), np.bool_, len(nodes))).tolist()
+        for row in rows:
             node = nodes[row]
-            if node.raw is not old[row].raw:
+            before, old[row] = old[row], node
+            if node.raw is not before.raw:
                 self._node_only.clear()
                 self._node_scores.clear()
             if not self._write_row(row, node):
@@ -108,12 +118,20 @@ class NodeSearch:
         self._alloc = {r: np.zeros(size, np.int64) for r in names}
         self._requested = {r: np.zeros(size, np.int64) for r in names}
         self._pods = np.zeros(size, np.int64)
+        self._zeros = np.zeros(size, np.int64)
         self._nonzero = (np.zeros(size, np.int64), np.zeros(size, np.int64))
+        self._inexact.clear()
         self.usable = all(self._write_row(i, n) for i, n in enumerate(nodes))
 
     def _write_row(self, row: int, node: NodeState) -> bool:
         """Store ``node`` in ``row``; False when an amount is out of range (or names a resource
         without a column: the caller rebuilds)."""
+        scored = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0), node.nonzero_cpu,
+                  node.nonzero_memory, node.requested.get("cpu", 0), node.requested.get("memory", 0))
+        if all(-_FLOAT_EXACT < v < _FLOAT_EXACT for v in scored):
+            self._inexact.discard(row)
+        else:
+            self._inexact.add(row)
         for r, values in self._alloc.items():
             values[row] = 0
             self._requested[r][row] = 0
@@ -140,8 +158,14 @@ class NodeSearch:
             return None
         return self._node_only_mask(pod) & self._fits(pod)
 
+    def _constraints_of(self, pod: PodRecord) -> str:
+        """:func:`_constraints`, worked out once for a cycle's pod (a PodRecord is immutable)."""
+        if self._keyed is None or self._keyed[0] is not pod:
+            self._keyed = (pod, _constraints(pod))
+        return self._keyed[1]
+
     def _node_only_mask(self, pod: PodRecord) -> Mask:
-        key = _constraints(pod)
+        key = self._constraints_of(pod)
         mask = self._node_only.get(key)
         if mask is None:
             if len(self._node_only) >= _CACHED_CONSTRAINTS:
@@ -152,9 +176,10 @@ class NodeSearch:
             self._node_only[key] = mask
         return mask
 
-    def _column(self, columns: Mapping[str, Any], resource: str) -> Any:
+    def _column(self, columns: Mapping[str, Ints], resource: str) -> Ints:
+        """A resource's column, or zeros for a resource no node has (never written to)."""
         column = columns.get(resource)
-        return column if column is not None else 0
+        return column if column is not None else self._zeros
 
     def _fits(self, pod: PodRecord) -> Mask:
         """``filters.insufficient_resources`` found nothing, per row."""
@@ -167,7 +192,7 @@ class NodeSearch:
                         and not (is_extended_resource(r) and r in self.ignored)]
             for r in checked:
                 short = short | (req[r] > self._column(self._alloc, r) - self._column(self._requested, r))
-        out: Mask = ~np.broadcast_to(short, (len(self.nodes),))
+        out: Mask = ~short
         return out
 
     def scores(self, pod: PodRecord, nodes: Sequence[NodeState]) -> dict[str, dict[str, int]] | None:
@@ -183,18 +208,23 @@ class NodeSearch:
     def score_columns(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, list[int]]] | None:
         """:meth:`scores` as (plugin, weighted score of each of ``nodes``) in ``score_nodes``'s
         plugin order - what a cycle needs without a dict per node; None as for :meth:`scores`."""
-        rows = [self._index.get(n.name, -1) for n in nodes]
-        if not self.usable or any(r < 0 or self.nodes[r] is not n for r, n in zip(rows, nodes)):
+        arrays = self.score_arrays(pod, nodes)
+        return None if arrays is None else [(plugin, values.tolist()) for plugin, values in arrays]
+
+    def score_arrays(self, pod: PodRecord, nodes: Sequence[NodeState]) -> list[tuple[str, Ints]] | None:
+        """:meth:`score_columns` with each column an array (a cycle adds them up there)."""
+        if not self.usable:
+            return None
+        rows = list(map(self._index.get, map(_NAME, nodes)))
+        if None in rows or not all(map(operator.is_, map(self.nodes.__getitem__, rows), nodes)):  # type: ignore[arg-type]
             return None
         at = np.array(rows, dtype=np.intp)
         req = pod.requests
-        cpu_alloc, mem_alloc = self._column(self._alloc, "cpu"), self._column(self._alloc, "memory")
         inputs = [pod.nonzero_cpu, pod.nonzero_memory, req.get("cpu", 0), req.get("memory", 0)]
-        arrays = [np.broadcast_to(a, (len(self.nodes),)) for a in (cpu_alloc, mem_alloc, *self._nonzero,
-                                                                    self._column(self._requested, "cpu"),
-                                                                    self._column(self._requested, "memory"))]
-        if any(not -_FLOAT_EXACT < v < _FLOAT_EXACT for v in inputs) or any(
-                len(a) and (a.max() >= _FLOAT_EXACT or a.min() <= -_FLOAT_EXACT) for a in arrays):
+        if any(not -_FLOAT_EXACT < v < _FLOAT_EXACT for v in inputs):
+            return None
+        arrays = self._score_arrays()
+        if arrays is None:
             return None
         cpu_alloc, mem_alloc, nz_cpu, nz_mem, used_cpu, used_mem = (a[at] for a in arrays)
         # NodeResourcesFit, LeastAllocated on cpu and memory with non-zero requests (filters.least_allocated)
@@ -218,13 +248,23 @@ class NodeSearch:
         taint_scores = _normalize(taints[at], reverse=True)
         affinity_scores = _normalize(affinity[at], reverse=False)
         w = SCORE_WEIGHTS
-        return [("NodeResourcesFit", (least * w["NodeResourcesFit"]).tolist()),
-                ("NodeResourcesBalancedAllocation", (balanced * w["NodeResourcesBalancedAllocation"]).tolist()),
-                ("TaintToleration", (taint_scores * w["TaintToleration"]).tolist()),
-                ("NodeAffinity", (affinity_scores * w["NodeAffinity"]).tolist())]
+        return [("NodeResourcesFit", least * w["NodeResourcesFit"]),
+                ("NodeResourcesBalancedAllocation", balanced * w["NodeResourcesBalancedAllocation"]),
+                ("TaintToleration", taint_scores * w["TaintToleration"]),
+                ("NodeAffinity", affinity_scores * w["NodeAffinity"])]
+
+    def _score_arrays(self) -> list[Ints] | None:
+        """The columns the resource scores read - allocatable cpu and memory, the non-zero
+        requests, the requested cpu and memory - one value per row; None while a row holds an
+        amount beyond float64's exact integers (``_write_row`` keeps count, so no cycle scans
+        the columns for it)."""
+        if self._inexact:
+            return None
+        return [self._column(self._alloc, "cpu"), self._column(self._alloc, "memory"), *self._nonzero,
+                self._column(self._requested, "cpu"), self._column(self._requested, "memory")]
 
     def _node_score_inputs(self, pod: PodRecord) -> tuple[Ints, Ints]:
-        key = _constraints(pod)
+        key = self._constraints_of(pod)
         found = self._node_scores.get(key)
         if found is None:
             if len(self._node_scores) >= _CACHED_CONSTRAINTS:

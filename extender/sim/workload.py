@@ -107,7 +107,9 @@ class Workload:
 
 
 def _creator(cluster: Any, pod: Mapping[str, Any]) -> Callable[[], None]:
-    return lambda: cluster.add_pod(copy.deepcopy(pod))
+    """Creates ``pod``: the cluster keeps a copy of its own (``ClusterLike.add_pod`` reads a
+    Mapping), so the workload's pod stays as it is without a copy here."""
+    return lambda: cluster.add_pod(pod)
 
 
 def _ungater(cluster: Any, namespace: str, name: str) -> Callable[[], None]:

@@ -234,6 +234,11 @@ def test_filter_non_cache_mode_reads_nodes_only_and_trusts_them() -> None:
     (b'[{"host":"n1","score":70}]', [("n1", 70)]),  # any case; not clamped to 0..10
     (b"null", []),
     (b'[{"Host":"n1","Score":null}]', [("n1", 0)]),
+    (b'[{"Host":"n1","Score":1},{"Host":"n2","Score":4},{"Host":"n1","Score":2}]', [("n1", 1), ("n2", 4), ("n1", 2)]),
+    (b'[{"Score":3,"Host":"n1"}]', [("n1", 3)]),  # any order
+    (b'[{"Host":"n1","Score":3,"Zone":"a"},{"Host":"n2"}]', [("n1", 3), ("n2", 0)]),  # unknown keys, missing ones
+    (b'[{"Host":"n1","HOST":"n2","Score":3}]', [("n2", 3)]),  # the later of two spellings
+    (b"[]", []),
 ])
 def test_prioritize_reply_decoding(reply: bytes, expected: list[tuple[str, int]]) -> None:
     scores, weight = client_for(reply).prioritize(POD, NODES)
@@ -246,6 +251,9 @@ def test_prioritize_reply_decoding(reply: bytes, expected: list[tuple[str, int]]
     (b'[{"Host":"n1","Score":"5"}]', "json: cannot unmarshal string into Go struct field HostPriority.Score of type int64"),
     (b'[{"Host":"n1","Score":9223372036854775808}]', "json: cannot unmarshal number 9223372036854775808"),
     (b'{"Host":"n1","Score":5}', "json: cannot unmarshal object into Go value of type v1.HostPriorityList"),
+    (b'[{"Host":"n1","Score":true}]', "json: cannot unmarshal bool into Go struct field HostPriority.Score of type int64"),
+    (b'[{"Host":1,"Score":1}]', "json: cannot unmarshal number 1 into Go struct field HostPriority.Host of type string"),
+    (b'[{"Host":"n1","Score":1},5]', "json: cannot unmarshal number 5 into Go value of type v1.HostPriority"),
     (b"", "EOF"),
 ])
 def test_prioritize_reply_errors(reply: bytes, error: str) -> None:
@@ -388,6 +396,56 @@ def test_an_integer_score_from_the_same_extender_wins() -> None:
     scheduler = two_extender_run(b'[{"Host":"n1","Score":10}]')
     assert scheduler.cycles[0].node == "n1"
     assert scheduler.cycles[0].scores["n1"]["extender:http://bad/"] == 10 * 50 * 10
+
+
+def test_a_host_named_twice_in_a_prioritize_reply_gets_the_sum_of_its_scores() -> None:
+    """``combinedScores[host] += score * weight``: both entries count; a host that was not sent
+    is ignored, a sent one the reply leaves out has no extender score."""
+    from builders import cluster_objects
+
+    from extender.cluster.memory import MemoryCluster
+
+    cluster = MemoryCluster(cluster_objects([make_node(n).obj() for n in ("n1", "n2", "n3")]))
+
+    def handler(verb: str, args: Any) -> Any:
+        return [{"Host": "n2", "Score": 5}, {"Host": "n1", "Score": 3}, {"Host": "ghost", "Score": 10},
+                {"Host": "n1", "Score": 4}]
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://x/", "prioritizeVerb": "prioritize", "weight": 2,
+                                          "nodeCacheCapable": True}, CallableTransport(handler))], max_virtual_seconds=2)
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.run()
+    first = scheduler.cycles[0]
+    assert first.node == "n1" and first.scores is not None
+    assert {n: first.scores[n].get("extender:http://x/") for n in ("n1", "n2", "n3")} == {"n1": 140, "n2": 100, "n3": None}
+
+
+def test_an_extender_failing_a_node_the_filters_rejected_adds_its_reason() -> None:
+    """``FailedNodes`` may name nodes that were not sent: a node that already has a status gets
+    the message appended (its code and plugin kept); ``FailedAndUnresolvableNodes`` makes it
+    unresolvable."""
+    from builders import cluster_objects
+
+    from extender.cluster.memory import MemoryCluster
+
+    nodes = [make_node("small").alloc(cpu="1").obj(), make_node("tiny").alloc(cpu="1").obj(), make_node("n2").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes))
+
+    def handler(verb: str, args: Any) -> Any:
+        assert args["NodeNames"] == ["n2"]
+        return {"NodeNames": [], "FailedNodes": {"small": "and no", "n2": "maybe later"},
+                "FailedAndUnresolvableNodes": {"tiny": "never"}}
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://x/", "filterVerb": "filter", "nodeCacheCapable": True},
+                                         CallableTransport(handler))], max_virtual_seconds=2)
+    cluster.add_pod(make_pod("p").req(cpu="2").obj())
+    scheduler.run()
+    first = scheduler.cycles[0]
+    assert dict(first.statuses) == {"small": "Insufficient cpu, and no", "tiny": "Insufficient cpu, never",
+                                    "n2": "maybe later"}
+    # small kept its code (preemption may help there), tiny became unresolvable (it may not)
+    assert first.message.endswith("preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+                                  "2 No preemption victims found for incoming pod..")
 
 
 def test_unknown_name_in_cache_mode_is_a_scheduling_error() -> None:
