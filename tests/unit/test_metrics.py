@@ -41,21 +41,14 @@ updates = st.lists(st.tuples(st.sampled_from(["filter", "bind"]), st.sampled_fro
                    max_size=30)
 
 
+@pytest.mark.parametrize("kind, update", [("counter", "inc"), ("histogram", "observe")])
 @given(updates=updates)
-def test_a_lean_counter_exposes_what_a_prometheus_counter_does(updates: list[tuple[str, str, float]]) -> None:
-    lean, ref, ours, theirs = both("counter")
+def test_a_lean_family_exposes_what_prometheus_client_s_does(kind: str, update: str,
+                                                             updates: list[tuple[str, str, float]]) -> None:
+    lean, ref, ours, theirs = both(kind)
     for verb, outcome, amount in updates:
-        lean.labels(verb, outcome).inc(amount)
-        ref.labels(verb, outcome).inc(amount)
-    assert exposition(ours) == exposition(theirs)
-
-
-@given(updates=updates)
-def test_a_lean_histogram_exposes_what_a_prometheus_histogram_does(updates: list[tuple[str, str, float]]) -> None:
-    lean, ref, ours, theirs = both("histogram")
-    for verb, outcome, amount in updates:
-        lean.labels(verb, outcome).observe(amount)
-        ref.labels(verb, outcome).observe(amount)
+        getattr(lean.labels(verb, outcome), update)(amount)
+        getattr(ref.labels(verb, outcome), update)(amount)
     assert exposition(ours) == exposition(theirs)
 
 
