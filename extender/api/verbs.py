@@ -208,11 +208,14 @@ class Verbs:
         args, names, pod = _extender_args(body)
         failed = self._http_500("prioritize")
         info = self._run("prioritize", t0, pod, len(names), lambda: self._pod(args["Pod"]), failed)
-        expected = self._expected
-        self._follows = expected[0] is info and expected[1] == names
         scores = self._run("prioritize", t0, pod, len(names), lambda: self.engine.prioritize(info, names), failed)
         ready_scores, ready_reply = self._ahead_reply
-        reply = ready_reply if ready_scores is scores.scores else wire.prioritize_reply(scores)
+        if ready_scores is scores.scores:  # the scores made ahead: the engine found pod and names as expected
+            self._follows, reply = True, ready_reply
+        else:
+            expected = self._expected
+            self._follows = expected[0] is info and expected[1] == names
+            reply = wire.prioritize_reply(scores)
         return 200, reply, self._finish("prioritize", t0, pod, len(names), "ok")
 
     def _preempt(self, body: bytes) -> Answer:
