@@ -24,14 +24,27 @@ _Remembered = tuple[list[str], Rows]
 """Names and their rows (``Columns.remember``)."""
 
 
+class _ByIndex:
+    """What every Columns with the same name index shares (rows are the index's: they hold
+    across snapshots while it does)."""
+
+    __slots__ = ("recent", "names")
+
+    def __init__(self) -> None:
+        self.recent: _Remembered | None = None
+        """The names ``remember`` was last told, with their rows."""
+        self.names: np.ndarray | None = None
+        """Node name by row as an object array (``names_at``), made on first use."""
+
+
 class Columns:
     """Implements ``extender.framework.batch.NodeColumns``; see the module docstring."""
 
-    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty", "_recent")
+    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty", "_shared")
 
     def __init__(self, names: list[str], index: dict[str, int], alloc: dict[str, Ints], offered: dict[str, Mask],
                  requested: dict[str, Ints], inexact: frozenset[str],
-                 recent: list[_Remembered | None] | None = None) -> None:
+                 shared: _ByIndex | None = None) -> None:
         self._names = names
         """Node name by row (a removed node's row keeps its name; ``index`` says which rows hold
         the snapshot's nodes)."""
@@ -42,9 +55,7 @@ class Columns:
         self._requested = requested
         self._inexact = inexact
         self._empty: Column | None = None
-        self._recent: list[_Remembered | None] = recent if recent is not None else [None]
-        """The names ``remember`` was last told with their rows, shared by every Columns with
-        this ``index`` (rows are the index's: they hold across snapshots while it does)."""
+        self._shared = shared if shared is not None else _ByIndex()
 
     @classmethod
     def build(cls, nodes: Iterable[NodeInfo]) -> Columns:
@@ -116,7 +127,7 @@ class Columns:
                 offered[r][row] = a is not None
                 requested[r][row] = u
         return Columns(names, index, alloc, offered, requested, frozenset(inexact),
-                       self._recent if index is self.index else None)
+                       self._shared if index is self.index else None)
 
     @property
     def size(self) -> int:
@@ -137,12 +148,12 @@ class Columns:
                 requested[r] = amounts
             else:
                 requested[r] = requested[r] + amounts
-        return Columns(self._names, self.index, alloc, offered, requested, self._inexact, self._recent)
+        return Columns(self._names, self.index, alloc, offered, requested, self._inexact, self._shared)
 
     def rows_of(self, names: Sequence[str]) -> Rows:
         """Row per name, -1 for a name the snapshot does not hold (one C-level pass; the rows
         ``remember`` was told when ``names`` equals its names)."""
-        recent = self._recent[0]
+        recent = self._shared.recent
         if recent is not None and recent[0] == names:
             return recent[1].copy()
         return np.fromiter(map(self.index.get, names, _MINUS_ONE), dtype=np.intp, count=len(names))
@@ -152,7 +163,15 @@ class Columns:
         filter found feasible, which kube-scheduler sends to prioritize next. Looking names up
         is the costliest step of a batch on a cold CPU cache (a few cache misses per name, in a
         dict of every node); comparing the next request's names with these is not."""
-        self._recent[0] = (list(names), rows)  # a copy: the caller's list may change
+        self._shared.recent = (list(names), rows)  # a copy: the caller's list may change
+
+    def names_at(self, rows: Rows) -> list[str]:
+        """The names of ``rows`` (which must be rows of nodes the snapshot holds), in order: one
+        C-level gather (the names are the cache's strings, equal to any request's)."""
+        by_row = self._shared.names
+        if by_row is None:  # the index's rows: the same names while it is the same
+            by_row = self._shared.names = np.array(self._names, dtype=object)
+        return by_row[rows].tolist()  # type: ignore[no-any-return]
 
     def column(self, resource: str) -> Column | None:
         if resource in self._inexact:

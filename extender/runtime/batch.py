@@ -49,6 +49,8 @@ class _Group:
     code: Code
     text: str
     status_at: Callable[[int], Status]
+    known: bool
+    """Its positions are rows of nodes the snapshot holds (not the unknown names)."""
 
 
 class LazyStatuses(Mapping[str, Status]):
@@ -101,12 +103,6 @@ def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
     return list(map(names.__getitem__, positions.tolist()))
 
 
-def _names_where(names: Sequence[str], mask: Mask) -> list[str]:
-    """The names at the positions ``mask`` marks, in order, in one C-level pass (the mask's bytes
-    are 0 or 1)."""
-    return list(itertools.compress(names, mask.tobytes()))
-
-
 def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str], *,
                  allowed: frozenset[str] | None, adjusted: AbstractSet[str], adjust: Callable[[NodeInfo], NodeInfo],
                  unknown: Status, excluded: Status,
@@ -129,9 +125,9 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     decided = np.zeros(n, dtype=np.bool_)  # rejected, or filtered per node (adjusted)
     rejected = np.zeros(n, dtype=np.bool_)
 
-    def add(positions: Rows, code: Code, text: str, status_at: Callable[[int], Status]) -> None:
+    def add(positions: Rows, code: Code, text: str, status_at: Callable[[int], Status], known: bool = True) -> None:
         if len(positions):
-            groups.append(_Group(positions, code, text, status_at))
+            groups.append(_Group(positions, code, text, status_at, known))
             decided[positions] = True
             rejected[positions] = True
 
@@ -145,7 +141,7 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
 
     missing = rows < 0
     if missing.any():
-        add(np.flatnonzero(missing), unknown.code, _reply_text(unknown), _shared(unknown))
+        add(np.flatnonzero(missing), unknown.code, _reply_text(unknown), _shared(unknown), known=False)
     if allowed is not None:
         out = np.flatnonzero(~missing & ~_among(rows, columns.rows_of(list(allowed)), columns.size))
         add(out, excluded.code, _reply_text(excluded), _shared(excluded))
@@ -204,15 +200,20 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         feasible = names.copy()
         snapshot.columns().remember(feasible, rows)
     else:
-        kept = ~rejected
-        feasible = _names_where(names, kept)
-        snapshot.columns().remember(feasible, rows[kept])
+        kept_rows = rows[~rejected]
+        feasible = columns.names_at(kept_rows)
+        snapshot.columns().remember(feasible, kept_rows)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     for g in groups:
         where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-        rejected_here = _names_where(names, rejected) if len(groups) == 1 else _names_at(names, g.positions)
-        where.update(dict.fromkeys(rejected_here, g.text))
+        rejected_here = columns.names_at(rows[g.positions]) if g.known else _names_at(names, g.positions)
+        if where:
+            where.update(dict.fromkeys(rejected_here, g.text))
+        elif where is failed:
+            failed = dict.fromkeys(rejected_here, g.text)
+        else:
+            unresolvable = dict.fromkeys(rejected_here, g.text)
     return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), failed, unresolvable)
 
 

@@ -39,6 +39,7 @@ class NodeResources:
         self.most_allocated = args.strategy == "MostAllocated"
         self.weights = dict(args.weights) or {r: 1 for r in handle.managed_resources}
         self._rejections: dict[tuple[str, int, int, int | None], Status] = {}
+        self._reasons: dict[tuple[str, logic.Lack], str] = {}
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The hot path (every candidate node): an inlined ``logic.check_fit`` that builds nothing
@@ -120,11 +121,12 @@ class NodeResources:
                 continue
             found = np.flatnonzero(lacks)
             positions = found if left is None else left[found]
-            offered = column.offered[at[found]]
-            exceeds = offered & (alloc[found] < need)
-            if offered.all() and not exceeds.any():  # the common case: all merely short
+            if alloc[found].min() >= need:  # the common case: all merely short (a node offering
+                # ``need`` > 0 offers the resource)
                 out.append(self._rejection(logic.Lack.INSUFFICIENT, resource, need, positions, column, rows))
             else:
+                offered = column.offered[at[found]]
+                exceeds = offered & (alloc[found] < need)
                 for mask, lack in ((~offered, logic.Lack.ABSENT), (exceeds, logic.Lack.EXCEEDS_ALLOCATABLE),
                                    (offered & ~exceeds, logic.Lack.INSUFFICIENT)):
                     if mask.any():
@@ -139,7 +141,9 @@ class NodeResources:
     def _rejection(self, lack: logic.Lack, resource: str, need: int, positions: Rows, column: Column,
                    rows: Rows) -> Rejection:
         code = Code.UNSCHEDULABLE if lack is logic.Lack.INSUFFICIENT else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        reason = logic.Shortage(resource, lack, need, 0, None).reason
+        reason = self._reasons.get((resource, lack))
+        if reason is None:  # the wording depends on these two only (bounded: resources x kinds)
+            reason = self._reasons[(resource, lack)] = logic.Shortage(resource, lack, need, 0, None).reason
         if lack is logic.Lack.ABSENT:
             st = self._reject(lack, resource, need, 0, None)
             return Rejection(positions, code, reason, lambda _k: st)

@@ -218,12 +218,13 @@ def test_a_claimer_accounted_later_is_noticed_in_both_paths() -> None:
 
 def test_columns_follow_the_cache_node_by_node() -> None:
     """After binds, deletions and a node leaving and coming back, the columns the batch path reads
-    equal columns built afresh from the snapshot."""
+    equal columns built afresh from the snapshot, and name the same rows the same."""
     nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(4)]
     cluster = MemoryCluster(cluster_objects(nodes, [make_pod("r").req(gpu=1).node("n0").obj()]))
     app = create_app(config_of(), source=cluster, clock=FakeClock(), background=False)
     cache = app.extensions["kube_extender"].cache
-    cache.snapshot().columns()  # the base later columns are updated from
+    base = cache.snapshot().columns()  # the base later columns are updated from
+    assert base.names_at(base.rows_of(["n3", "n0"])) == ["n3", "n0"]
     cluster.add_pod(make_pod("s").req(gpu=2).node("n1").obj())
     cluster.delete_pod("default", "r")
     cluster.delete_node("n2")
@@ -240,6 +241,7 @@ def test_columns_follow_the_cache_node_by_node() -> None:
     for a, b in ((cu.allocatable, cf.allocatable), (cu.offered, cf.offered), (cu.requested, cf.requested)):
         assert a[rows_u].tolist() == b[rows_f].tolist()
     assert updated.rows_of(["gone"]).tolist() == [-1]
+    assert updated.names_at(rows_u) == ["n0", "n1", "n2", "n3", "n9"]  # n2 on its new row, n9 on an added one
 
 
 def test_rows_remembered_from_filter_serve_prioritize_only_while_they_hold() -> None:
