@@ -122,13 +122,11 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     rows = columns.rows_of(names)
     n = len(names)
     groups: list[_Group] = []
-    decided = np.zeros(n, dtype=np.bool_)  # rejected, or filtered per node (adjusted)
     rejected = np.zeros(n, dtype=np.bool_)
 
     def add(positions: Rows, code: Code, text: str, status_at: Callable[[int], Status], known: bool = True) -> None:
         if len(positions):
             groups.append(_Group(positions, code, text, status_at, known))
-            decided[positions] = True
             rejected[positions] = True
 
     def add_statuses(positions: Sequence[int], statuses: Sequence[Status]) -> None:
@@ -145,8 +143,9 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     if allowed is not None:
         out = np.flatnonzero(~missing & ~_among(rows, columns.rows_of(list(allowed)), columns.size))
         add(out, excluded.code, _reply_text(excluded), _shared(excluded))
+    decided = rejected  # rejected, or filtered per node (adjusted): no batch plugin looks at them
     if adjusted:
-        special = np.flatnonzero(~decided & _among(rows, columns.rows_of(list(adjusted)), columns.size))
+        special = np.flatnonzero(~rejected & _among(rows, columns.rows_of(list(adjusted)), columns.size))
         if len(special):
             get = snapshot.getter()
             infos = []
@@ -160,26 +159,36 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
             rejected_special = [(k, result.rejected[info.name]) for k, info in zip(special.tolist(), infos)
                                 if info.name in result.rejected]
             add_statuses([k for k, _ in rejected_special], [st for _, st in rejected_special])
-            decided[special] = True  # the feasible ones too: no batch plugin looks at them again
-    live = np.flatnonzero(~decided)
+            decided = rejected.copy()
+            decided[special] = True  # the feasible ones too
+    # the positions left to decide; None while that is all of them (the common case: a plugin's
+    # batch is then the request's rows themselves, its positions the request's)
+    live: Rows | None = np.flatnonzero(~decided) if groups or decided is not rejected else None
     plugins = [p for p in fw.filter_plugins if p.name not in state.skip_filter]
     get = snapshot.getter()
+    settled = len(groups)  # the groups ``live`` leaves out
     for p in plugins:
-        if not len(live):
+        if len(groups) > settled:  # the last plugin rejected some: what is left to decide
+            live = np.flatnonzero(~rejected) if live is None else live[~rejected[live]]
+            settled = len(groups)
+        if live is not None and not len(live):
             break
         t0 = time.perf_counter()
         try:
             found: list[Rejection] | None = None
             batch_method = getattr(p, "filter_batch", None)
             if batch_method is not None:
-                found = batch_method(state, pod, Batch(columns, rows[live]))
+                found = batch_method(state, pod, Batch(columns, rows if live is None else rows[live]))
             if found is not None:
                 for r in found:
-                    add(live[r.positions], r.code, r.reason, _at(r.status_at, live))
+                    if live is None:
+                        add(r.positions, r.code, r.reason, r.status_at)
+                    else:
+                        add(live[r.positions], r.code, r.reason, _at(r.status_at, live))
             else:
                 statuses = []
                 positions = []
-                for k in live.tolist():
+                for k in range(n) if live is None else live.tolist():
                     info = get(names[k])
                     assert info is not None
                     if info.name in shifted:
@@ -193,7 +202,6 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
             return None
         finally:
             fw._observe(p.name, "Filter", time.perf_counter() - t0)
-        live = live[~decided[live]]
     if any(g.code is Code.ERROR for g in groups):
         return None
     if not groups:

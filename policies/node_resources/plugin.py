@@ -117,12 +117,12 @@ class NodeResources:
             # one check settles every node that fits, the kinds of shortage are told apart only
             # among the few that do not
             lacks = alloc - column.requested[at] < need
-            if not lacks.any():
+            if not np.count_nonzero(lacks):
                 continue
-            found = np.flatnonzero(lacks)
+            found = lacks.nonzero()[0]
             positions = found if left is None else left[found]
-            if alloc[found].min() >= need:  # the common case: all merely short (a node offering
-                # ``need`` > 0 offers the resource)
+            if not np.count_nonzero(alloc[found] < need):  # the common case: all merely short (a
+                # node offering ``need`` > 0 offers the resource)
                 out.append(self._rejection(logic.Lack.INSUFFICIENT, resource, need, positions, column, rows))
             else:
                 offered = column.offered[at[found]]
