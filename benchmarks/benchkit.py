@@ -293,11 +293,19 @@ def build_workload(n_pods: int, seed: int, classes: dict[str, dict[str, Any]], b
 # measurement helpers
 # ---------------------------------------------------------------------------------------------
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100), in milliseconds."""
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) in the values' own unit; NaN when there are none.
+    The one definition every benchmark prints."""
+    if not values:
+        return float("nan")
     s = sorted(values)
     k = max(1, math.ceil(q / 100 * len(s)))
-    return s[k - 1] * 1000
+    return s[k - 1]
+
+
+def pct(values: list[float], q: float) -> float:
+    """``percentile`` of seconds, in milliseconds."""
+    return percentile(values, q) * 1000
 
 
 def med(values: list[float]) -> float:

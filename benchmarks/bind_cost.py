@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from benchkit import percentile
 from extender.sim.records import CycleRecord, PodTrace
 from extender.testing.fakeapi.faults import RequestRecord
 from extender.testing.harness import Harness, HarnessError, node, pod
@@ -282,13 +283,6 @@ def run_once(label: str, mode: str, args: argparse.Namespace, exe: Path | None) 
 
 # ---- the report --------------------------------------------------------------------------------------------
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
-
-
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -335,8 +329,8 @@ def report(runs: list[Run]) -> None:
         row("bind failures (retried)", lambda r: r.bind_failures, "{:.0f}"),
         row("wall s (creation -> last Binding)", lambda r: r.wall),
         row("bound pods/s", lambda r: r.pods_per_second),
-        row("binding cycle p50 ms", lambda r: _pct(r.binds_ms, 0.5)),
-        row("binding cycle p99 ms", lambda r: _pct(r.binds_ms, 0.99)),
+        row("binding cycle p50 ms", lambda r: percentile(r.binds_ms, 50)),
+        row("binding cycle p99 ms", lambda r: percentile(r.binds_ms, 99)),
         row("extender filter calls", lambda r: r.verbs["filter"], "{:.0f}"),
         row("extender prioritize calls", lambda r: r.verbs["prioritize"], "{:.0f}"),
         row("extender bind calls", lambda r: r.verbs["bind"], "{:.0f}"),

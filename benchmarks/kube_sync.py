@@ -74,7 +74,7 @@ from extender.testing.fakeapi import FakeApiServer  # noqa: E402
 from extender.testing.fakeapi.errors import ApiError as FakeApiError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import descendants, free_port, kube_extender_cmd  # noqa: E402
+from benchkit import descendants, free_port, kube_extender_cmd, percentile  # noqa: E402
 
 GPU = "example.com/gpu"
 SEED = 20260521
@@ -505,13 +505,6 @@ def proc_cpu(pid: int) -> float:
 
 def mb(kb: float) -> float:
     return kb / 1024.0
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, int(round(q / 100.0 * (len(s) - 1)))))]
 
 
 class Extender:
@@ -1135,8 +1128,8 @@ def main(argv: list[str] | None = None) -> int:
                             ("bind lag (bind -> listed in /debug/snapshot?node=)", p.bind_lag),
                             ("all probes", p.create_lag + p.bind_lag)):
             if lags:
-                rows.append((label, f"p50 {pct(lags, 50) * 1000:.0f} ms",
-                             f"p99 {pct(lags, 99) * 1000:.0f} ms, max {max(lags) * 1000:.0f} ms, n={len(lags)}"))
+                rows.append((label, f"p50 {percentile(lags, 50) * 1000:.0f} ms",
+                             f"p99 {percentile(lags, 99) * 1000:.0f} ms, max {max(lags) * 1000:.0f} ms, n={len(lags)}"))
         spikes = [(t - g.started, lag) for t, lag in sorted(p.series) if lag >= 0.1]
         groups: list[tuple[float, float]] = []  # (start, worst lag) of each burst of slow probes
         for t, lag in spikes:
