@@ -40,11 +40,13 @@ class _ByIndex:
 class Columns:
     """Implements ``extender.framework.batch.NodeColumns``; see the module docstring."""
 
-    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty", "_shared")
+    __slots__ = ("_names", "index", "_alloc", "_offered", "_requested", "_inexact", "_empty", "_shared",
+                 "_generation", "rowspace")
 
     def __init__(self, names: list[str], index: dict[str, int], alloc: dict[str, Ints], offered: dict[str, Mask],
                  requested: dict[str, Ints], inexact: frozenset[str],
-                 shared: _ByIndex | None = None) -> None:
+                 shared: _ByIndex | None = None, generation: Ints | None = None,
+                 rowspace: object | None = None) -> None:
         self._names = names
         """Node name by row (a removed node's row keeps its name; ``index`` says which rows hold
         the snapshot's nodes)."""
@@ -56,13 +58,18 @@ class Columns:
         self._inexact = inexact
         self._empty: Column | None = None
         self._shared = shared if shared is not None else _ByIndex()
+        self._generation = generation if generation is not None else np.full(len(names), -1, np.int64)
+        """Each row's ``NodeInfo.generation`` (-1: a cleared row)."""
+        self.rowspace = rowspace if rowspace is not None else object()
+        """Shared by every Columns ``updated`` from this one: rows keep their nodes."""
 
     @classmethod
     def build(cls, nodes: Iterable[NodeInfo]) -> Columns:
         """Columns of ``nodes`` (each becomes a row, in order)."""
         infos = list(nodes)
         names = [n.name for n in infos]
-        out = cls(names, dict(zip(names, range(len(names)))), {}, {}, {}, frozenset())
+        out = cls(names, dict(zip(names, range(len(names)))), {}, {}, {}, frozenset(),
+                  generation=np.fromiter((n.generation for n in infos), np.int64, len(infos)))
         resources: set[str] = set()
         for info in infos:
             resources.update(info.allocatable)
@@ -102,8 +109,11 @@ class Columns:
             requested[r] = (np.concatenate((self._requested[r], np.zeros(grow, np.int64))) if grow
                             else self._requested[r].copy())
         inexact = set(self._inexact)
+        generation = (np.concatenate((self._generation, np.full(grow, -1, np.int64))) if grow
+                      else self._generation.copy())
         for n in removed:
             row = self.index[n]
+            generation[row] = -1
             for r in alloc:
                 alloc[r][row] = 0
                 offered[r][row] = False
@@ -112,6 +122,7 @@ class Columns:
             if info is None:
                 continue
             row = index[n]
+            generation[row] = info.generation
             for r in set(info.allocatable).union(info.requested).difference(alloc, inexact):
                 alloc[r] = np.zeros(len(names), np.int64)  # a resource seen for the first time
                 offered[r] = np.zeros(len(names), np.bool_)
@@ -127,7 +138,7 @@ class Columns:
                 offered[r][row] = a is not None
                 requested[r][row] = u
         return Columns(names, index, alloc, offered, requested, frozenset(inexact),
-                       self._shared if index is self.index else None)
+                       self._shared if index is self.index else None, generation, self.rowspace)
 
     @property
     def size(self) -> int:
@@ -148,7 +159,8 @@ class Columns:
                 requested[r] = amounts
             else:
                 requested[r] = requested[r] + amounts
-        return Columns(self._names, self.index, alloc, offered, requested, self._inexact, self._shared)
+        return Columns(self._names, self.index, alloc, offered, requested, self._inexact, self._shared,
+                       self._generation, self.rowspace)
 
     def rows_of(self, names: Sequence[str]) -> Rows:
         """Row per name, -1 for a name the snapshot does not hold (one C-level pass; the rows
@@ -164,6 +176,9 @@ class Columns:
         is the costliest step of a batch on a cold CPU cache (a few cache misses per name, in a
         dict of every node); comparing the next request's names with these is not."""
         self._shared.recent = (list(names), rows)  # a copy: the caller's list may change
+
+    def generations(self, rows: Rows) -> Ints:
+        return self._generation[rows]
 
     def names_at(self, rows: Rows) -> list[str]:
         """The names of ``rows`` (which must be rows of nodes the snapshot holds), in order: one

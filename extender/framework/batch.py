@@ -22,14 +22,14 @@ falls back to the per-node path, which computes with Python ints.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, runtime_checkable
+from typing import AbstractSet, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.status import Code, Status
-from extender.framework.views import PodInfo
+from extender.framework.views import NodeInfo, PodInfo
 
 Rows = npt.NDArray[np.intp]
 Ints = npt.NDArray[np.int64]
@@ -54,9 +54,24 @@ class Column:
 class NodeColumns(Protocol):
     """A snapshot's nodes as columns (read-only: never write into the arrays)."""
 
+    rowspace: object
+    """Rows mean the same nodes in every NodeColumns with the same ``rowspace`` (this object):
+    a node keeps its row while it exists, a new node takes a new row. A plugin that keeps
+    per-row state of its own keys it by this."""
+
     def column(self, resource: str) -> Column | None:
         """The resource's column; None when an amount is out of int64 range (use the per-node
         path). A resource no node offers or requests has a column of zeros."""
+
+    def rows_of(self, names: Sequence[str]) -> Rows:
+        """Row per name, -1 for a name the snapshot does not hold."""
+
+    def generations(self, rows: Rows) -> Ints:
+        """The ``NodeInfo.generation`` of each row's node: a row whose generation is unchanged
+        holds the very same NodeInfo (pods, labels, annotations)."""
+
+    def names_at(self, rows: Rows) -> list[str]:
+        """The node names of ``rows`` (rows of nodes the snapshot holds), in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +81,13 @@ class Batch:
 
     columns: NodeColumns
     rows: Rows
+    nodes: Callable[[str], NodeInfo | None] | None = None
+    """The snapshot's NodeInfo by name (for what columns do not hold); None: not offered."""
+    held: AbstractSet[str] = frozenset()
+    """Nodes holding capacity against the pod (nominated pods, reservation slots): the columns'
+    requested amounts count it, a NodeInfo from ``nodes`` does not. A plugin that reads more
+    than the columns returns None when a candidate is among them (the runtime then calls its
+    per-node ``filter``, on the NodeInfo with the held pods added)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -99,7 +121,18 @@ class BatchScorePlugin(Protocol):
 
     def score_batch(self, state: CycleState, pod: PodInfo, batch: Batch) -> Ints | None:
         """Every candidate's score (int64, aligned with ``batch.rows``), exactly what ``score``
-        returns per node; None: cannot answer in batch (the runtime scores per node)."""
+        returns per node; None: cannot answer in batch (the runtime scores per node). Not used
+        for a plugin with ``normalize_score`` (see ``BatchNormalizedScorePlugin``)."""
+
+
+@runtime_checkable
+class BatchNormalizedScorePlugin(Protocol):
+    name: str
+
+    def score_batch_normalized(self, state: CycleState, pod: PodInfo, batch: Batch) -> Ints | None:
+        """For a plugin with ``normalize_score``: every candidate's score after NormalizeScore
+        (int64, aligned with ``batch.rows``) - exactly what ``score`` per node, then
+        ``normalize_score`` over those scores, give; None: per node."""
 
 
 def fits_exactly(amounts: Mapping[str, int]) -> bool:

@@ -178,7 +178,7 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
             found: list[Rejection] | None = None
             batch_method = getattr(p, "filter_batch", None)
             if batch_method is not None:
-                found = batch_method(state, pod, Batch(columns, rows if live is None else rows[live]))
+                found = batch_method(state, pod, Batch(columns, rows if live is None else rows[live], get, shifted))
             if found is not None:
                 for r in found:
                     if live is None:
@@ -295,7 +295,7 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
     rows = columns.rows_of(names)
     known = np.flatnonzero(rows >= 0)
     all_known = len(known) == len(names)
-    batch = Batch(columns, rows if all_known else rows[known])
+    batch = Batch(columns, rows if all_known else rows[known], snapshot.getter())
     nodes_made: list[list[NodeInfo]] = []
 
     def nodes() -> list[NodeInfo]:
@@ -320,8 +320,11 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
         t0 = time.perf_counter()
         try:
             scores = None
-            batch_method = getattr(p, "score_batch", None)
-            if batch_method is not None and getattr(p, "normalize_score", None) is None:
+            if getattr(p, "normalize_score", None) is None:
+                batch_method = getattr(p, "score_batch", None)
+            else:  # a batch that also normalizes, or none: per node, Score then NormalizeScore
+                batch_method = getattr(p, "score_batch_normalized", None)
+            if batch_method is not None:
                 scores = batch_method(state, pod, batch)
                 if scores is not None and len(scores) and (scores.min() < 0 or scores.max() > MAX_NODE_SCORE):
                     scores = None  # out of range: let the per-node path name the culprit

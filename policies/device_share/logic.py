@@ -315,3 +315,57 @@ def choose_victims(asks: Sequence[Ask], devices: Sequence[Device], holders: Sequ
 def _reverse_time(ts: str) -> str:
     """Sort key putting later start times first (ISO-8601 strings compare in time order)."""
     return "".join(chr(0x10FFFF - ord(c)) for c in ts) if ts else ""
+
+
+class Lack(NamedTuple):
+    """Why one ask does not fit a node, as ``explain_misfit`` and the plugin's Filter word it:
+    ``could_help`` (evictions could make room) and what is short (``count``, ``memory`` or
+    ``compute``); ``absent``: the node lists no devices at all."""
+
+    absent: bool
+    could_help: bool
+    short_of: str
+
+
+def lacks(ask: Ask, listed: Any, healthy: Any, idle: Any, free_memory: Any, free_compute: Any,
+          memory: Any, compute: Any) -> list[tuple[Lack, Any]]:
+    """``place([ask], ...)`` and, where it fails, ``explain_misfit``'s answer, over many nodes at
+    once: numpy arrays with a row per node - whether it lists devices, its healthy and idle
+    device counts, and per device slot the free and total memory and compute of its healthy
+    devices (anything below every amount where there is none). Returns each kind of misfit
+    with the mask of the nodes it holds for; a node in no mask fits."""
+    fits = fitting(ask, idle, free_memory, free_compute)
+    if ask.whole:
+        too_few = healthy < ask.count  # not even on the idle node
+        kinds = [(Lack(False, False, "count"), too_few), (Lack(False, True, "count"), ~too_few)]
+    else:
+        large = ((memory >= ask.memory) & (compute >= ask.compute)).any(axis=1)  # on the idle node
+        short_memory = free_memory.max(axis=1) < ask.memory  # the largest free amount of a healthy device
+        short_compute = ~short_memory & (free_compute.max(axis=1) < ask.compute)
+        rest = ~short_memory & ~short_compute
+        first = _kind(ask)
+        kinds = [(Lack(False, False, first), ~large), (Lack(False, True, "memory"), large & short_memory),
+                 (Lack(False, True, "compute"), large & short_compute), (Lack(False, True, first), large & rest)]
+    out = [(Lack(True, False, ""), ~listed)]
+    misfit = ~fits & listed
+    for lack, mask in kinds:
+        out.append((lack, misfit & mask))
+    return out
+
+
+def fitting(ask: Ask, idle: Any, free_memory: Any, free_compute: Any) -> Any:
+    """Where ``place([ask], ...)`` succeeds, over rows of nodes as ``lacks`` takes them."""
+    if ask.whole:
+        return idle >= ask.count
+    return ((free_memory >= ask.memory) & (free_compute >= ask.compute)).any(axis=1)
+
+
+def scores(ask: Ask, fits: Any, used: Any, total: Any, idle_memory: Any, binpack: bool) -> Any:
+    """``device_score`` of ``place([ask], ...)``'s grants, over rows of nodes (0 where it does not
+    fit): ``used`` and ``total`` memory of each node's healthy devices (a device held whole counts
+    whole, none beyond its size), ``idle_memory`` its idle devices' memory in device order. The
+    share lands on a device with room for it, so it adds its memory whichever device it is;
+    whole devices are the first idle ones and add all of theirs."""
+    added = idle_memory[:, :ask.count].sum(axis=1) if ask.whole else ask.memory
+    share = (used + added) * 100 // (total + (total == 0))
+    return (share if binpack else 100 - share) * (fits & (total > 0))

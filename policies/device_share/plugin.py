@@ -16,18 +16,22 @@ import logging
 import threading
 from typing import Sequence
 
+import numpy as np
+
 from extender.framework import ledger
+from extender.framework.batch import Batch, Ints, Rejection
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
 from extender.framework.interfaces import NodeCapacity, Victim
 from extender.framework.resources import QuantityError, milli
-from extender.framework.status import Status
+from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.framework.registration import PluginSpec
 from extender.framework.registration import schema_parser as parser
 from policies.device_share import logic
 from policies.device_share.args import DeviceShareArgs, DeviceShareArgsSchema
+from policies.device_share.rows import DeviceRows
 
 NAME = "DeviceShare"
 log = logging.getLogger(__name__)
@@ -47,6 +51,7 @@ class DeviceShare:
         self._reserved: dict[str, tuple[str, tuple[logic.Grant, ...]]] = {}
         self._version = 0
         self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
+        self._rows: DeviceRows | None = None
         self._bad_inventory: set[tuple[str, str, str]] = set()
 
     # ---- reading pods and nodes -------------------------------------------------------------
@@ -198,28 +203,110 @@ class DeviceShare:
             return Status()
         devices, usage, _ = self.node_devices(node, exclude=pod.uid)
         if not devices:
-            return Status.unresolvable("node(s) had no shareable devices",
-                                       detail=f"no device inventory: neither the {self.inventory_key} annotation "
-                                              f"nor the {logic.GFD_COUNT} label")
+            code, reason = self._wording(logic.Lack(True, False, ""))
+            return Status(code, (reason,), detail=f"no device inventory: neither the {self.inventory_key} "
+                                                 f"annotation nor the {logic.GFD_COUNT} label")
         grants = logic.place(asks, devices, usage, self.args.binpack)
         if grants is not None:
             state.write(f"{NAME}/grants/{node.name}", grants)
             return Status()
-        misfit = logic.explain_misfit(asks, devices, usage)
-        if misfit.could_help:
-            return self._insufficient(misfit)
-        if misfit.short_of == "count":
-            return Status.unresolvable("node(s) had too few devices", detail=misfit.detail)
-        return Status.unresolvable("node(s) had no device large enough", detail=misfit.detail)
+        return self._misfit(logic.explain_misfit(asks, devices, usage))
 
-    def _insufficient(self, misfit: logic.Misfit) -> Status:
-        """Unschedulable, naming the resource that is short as pods ask for it: whole devices
-        (``countResource``) or a share of one device (``memoryResource``, ``computeResource``)."""
+    def _misfit(self, misfit: logic.Misfit) -> Status:
+        code, reason = self._wording(logic.Lack(False, misfit.could_help, misfit.short_of))
+        return Status(code, (reason,), detail=misfit.detail)
+
+    def _wording(self, lack: logic.Lack) -> tuple[Code, str]:
+        """The code and reason of a node that does not fit: Unschedulable when evictions could
+        make room, naming the resource that is short as pods ask for it - whole devices
+        (``countResource``) or a share of one device (``memoryResource``, ``computeResource``);
+        UnschedulableAndUnresolvable otherwise. Both the per-node and the batch Filter word
+        rejections with it."""
         a = self.args
-        if misfit.short_of == "count":
-            return Status.unschedulable(f"Insufficient {a.count_resource}", detail=misfit.detail)
-        resource = a.compute_resource if misfit.short_of == "compute" else a.memory_resource
-        return Status.unschedulable(f"Insufficient {resource} on any single device", detail=misfit.detail)
+        if lack.absent:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had no shareable devices"
+        if not lack.could_help:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) had too few devices" if lack.short_of == "count"
+                                                         else "node(s) had no device large enough")
+        if lack.short_of == "count":
+            return Code.UNSCHEDULABLE, f"Insufficient {a.count_resource}"
+        resource = a.compute_resource if lack.short_of == "compute" else a.memory_resource
+        return Code.UNSCHEDULABLE, f"Insufficient {resource} on any single device"
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, batch: Batch) -> list[Rejection] | None:
+        """``filter`` over a batch (``extender.framework.batch``) for a pod whose devices are one
+        container's ask - whole devices or one share: each candidate's devices summed up in a row
+        (``DeviceRows``, made again only for nodes changed since), the fit and the kind of misfit
+        decided in array operations, each kind one group worded as ``filter`` words it, and per
+        node ``filter``'s own Status, made only when asked for. None (per node) for several
+        asks, a candidate holding capacity against the pod (not in a NodeInfo's pods), or no
+        NodeInfos offered."""
+        asks = self._asks(state, pod)
+        if not asks:
+            return []
+        if len(asks) != 1 or (batch.held and np.isin(batch.rows, batch.columns.rows_of(list(batch.held))).any()):
+            return None
+        columns, rows, node = batch.columns, batch.rows, batch.nodes
+        with self._lock:
+            table = self._table(pod, batch)
+            if table is None:
+                return None
+            found = logic.lacks(asks[0], table.listed[rows], table.healthy[rows], table.idle[rows],
+                                table.free_memory[rows], table.free_compute[rows], table.memory[rows],
+                                table.compute[rows])
+        assert node is not None  # _table checked
+
+        def status_at(k: int) -> Status:
+            info = node(columns.names_at(rows[k:k + 1])[0])
+            assert info is not None  # its row was made from it
+            st = self.filter(CycleState(), pod, info)
+            return st if st.plugin == NAME else st.with_plugin(NAME)
+
+        out = []
+        for lack, mask in found:
+            positions = np.flatnonzero(mask)
+            if len(positions):
+                code, reason = self._wording(lack)
+                out.append(Rejection(positions, code, reason, status_at))
+        return out
+
+    def score_batch_normalized(self, state: CycleState, pod: PodInfo, batch: Batch) -> Ints | None:
+        """``score`` then ``normalize_score`` over a batch, for the pods ``filter_batch`` takes:
+        the device score of where ``place`` would put the ask, from the same rows, scaled so the
+        best candidate scores 100. None (per node) otherwise."""
+        asks = self._asks(state, pod)
+        if not asks:
+            return np.zeros(len(batch), np.int64)
+        if len(asks) != 1:
+            return None
+        rows = batch.rows
+        with self._lock:
+            table = self._table(pod, batch)
+            if table is None:
+                return None
+            fits = logic.fitting(asks[0], table.idle[rows], table.free_memory[rows], table.free_compute[rows])
+            scores: Ints = logic.scores(asks[0], fits, table.used[rows], table.total[rows], table.idle_memory[rows],
+                                        self.args.binpack)
+        best = int(scores.max(initial=0))
+        return scores * 100 // best if best > 0 else scores
+
+    def _table(self, pod: PodInfo, batch: Batch) -> DeviceRows | None:
+        """The batch's rows made current (lock held); None when they cannot stand for what the
+        per-node path reads: no NodeInfos offered, a row whose node is not in the snapshot, or
+        the pod itself holding devices on a candidate (per node, its own use is left out)."""
+        columns, rows = batch.columns, batch.rows
+        if batch.nodes is None:
+            return None
+        table = self._rows
+        if table is None or table.rowspace is not columns.rowspace:
+            table = self._rows = DeviceRows(columns.rowspace)
+        if not table.refresh(rows, columns.generations(rows), columns.names_at, batch.nodes,
+                             lambda info: self.node_devices(info)[:2]):
+            return None
+        row = table.holder_row(pod.uid)
+        if row is not None and bool((rows == row).any()):
+            return None
+        return table
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         """What can make room for a pod this plugin rejected: capacity freed, or a node added or
@@ -271,16 +358,30 @@ class DeviceShare:
             devices, usage, _ = self.node_devices(node, exclude=pod.uid)
             grants = logic.place(asks, devices, usage, self.args.binpack)
             if grants is None:
-                return self._insufficient(logic.explain_misfit(asks, devices, usage))
-            self._reserved[pod.uid] = (node_name, grants)
-            self._version += 1
+                misfit = logic.explain_misfit(asks, devices, usage)  # taken since Filter: evictions may help
+                return Status.unschedulable(self._wording(logic.Lack(False, True, misfit.short_of))[1],
+                                            detail=misfit.detail)
+            self._set_reserved(pod.uid, (node_name, grants))
         state.write(f"{NAME}/reserved", grants)
         return Status()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         with self._lock:
-            if self._reserved.pop(pod.uid, None) is not None:
-                self._version += 1
+            self._set_reserved(pod.uid, None)
+
+    def _set_reserved(self, uid: str, entry: tuple[str, tuple[logic.Grant, ...]] | None) -> None:
+        """Record (None: drop) this process's reservation for pod ``uid`` (lock held). Usage read
+        from reservations changes on the nodes of the old and the new one: the memo of every node
+        and the batch rows of those nodes are made again."""
+        old = self._reserved.pop(uid, None)
+        if entry is not None:
+            self._reserved[uid] = entry
+        elif old is None:
+            return
+        self._version += 1
+        if self._rows is not None:
+            for node in {e[0] for e in (old, entry) if e is not None}:
+                self._rows.invalidate(node)
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         grants = state.get(f"{NAME}/reserved")

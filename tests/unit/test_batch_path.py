@@ -242,6 +242,9 @@ def test_columns_follow_the_cache_node_by_node() -> None:
         assert a[rows_u].tolist() == b[rows_f].tolist()
     assert updated.rows_of(["gone"]).tolist() == [-1]
     assert updated.names_at(rows_u) == ["n0", "n1", "n2", "n3", "n9"]  # n2 on its new row, n9 on an added one
+    assert updated.generations(rows_u).tolist() == fresh.generations(rows_f).tolist() == \
+        [snap.get(n).generation for n in ("n0", "n1", "n2", "n3", "n9")]  # type: ignore[union-attr]
+    assert base.updated({}).rowspace is base.rowspace and fresh.rowspace is not updated.rowspace  # kept, anew
 
 
 def test_rows_remembered_from_filter_serve_prioritize_only_while_they_hold() -> None:
