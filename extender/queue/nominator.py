@@ -47,9 +47,13 @@ class Nominator:
     def nominated(self, node: str) -> list[PodInfo]:
         """Pending pods nominated to ``node`` (capacity kube-scheduler and the extender hold for
         them against pods of lower priority)."""
+        if not self._by_node:  # the common case, read without the lock (a dict's size is one read)
+            return []
         with self._lock:
             return list(self._by_node.get(node, {}).values())
 
     def nominated_nodes(self) -> set[str]:
+        if not self._by_node:
+            return set()
         with self._lock:
             return set(self._by_node)

@@ -248,7 +248,7 @@ class Framework:
         if len(plugins) == 1:  # the common case: one timer for the loop, not two per node
             only = plugins[0]
             t0 = clock()
-            batch = getattr(only, "filter_all", None)
+            batch = getattr(only, "filter_all", None) if len(node_list) > 1 else None  # one node: its filter
             try:
                 if batch is not None:
                     found = batch(state, pod, node_list)
