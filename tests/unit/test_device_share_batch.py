@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+import numpy as np
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 from hypothesis import HealthCheck, given, settings
@@ -22,9 +23,11 @@ from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
 from extender.framework.cycle_state import CycleState
 from extender.framework.status import Status
+from extender.framework.views import NodeInfo
 from extender.runtime.engine import Engine
 from policies.device_share import logic
 from policies.device_share.plugin import DeviceShare
+from policies.device_share.rows import DeviceRows
 
 MEM, COMPUTE, COUNT = "example.com/gpu-memory", "example.com/gpu-compute", "example.com/gpu"
 INVENTORY = "kube-extender.io/device-inventory"
@@ -188,11 +191,6 @@ def test_a_node_s_row_fits_and_misfits_as_place_and_explain_misfit(found: Any, a
     """The array rule (``logic.lacks``) on a row ``DeviceRows`` made of a node's devices says what
     ``place`` and ``explain_misfit`` say of that node for one ask - the wording of every kind of
     misfit, including ties of free amounts and asks, and devices used beyond their size."""
-    import numpy as np
-
-    from extender.framework.views import NodeInfo
-    from policies.device_share.rows import DeviceRows
-
     devices, usage = found
     table = DeviceRows(object())
     rows = np.array([0], np.intp)
