@@ -76,7 +76,8 @@ class HeldCapacity:
         nominated = self.nominator.nominated_nodes()
         return amounts, exact | nominated if nominated else exact
 
-    def held_nodes(self) -> set[str]:
-        """Nodes where ``with_held`` may add something (a set of the caller's own)."""
+    def held_nodes(self) -> AbstractSet[str]:
+        """Nodes where ``with_held`` may add something (read-only: it may be the reservations'
+        own set)."""
         nominated = self.nominator.nominated_nodes()
-        return nominated | self.reservations.nodes() if nominated else self.reservations.nodes()
+        return nominated | self.reservations.node_set() if nominated else self.reservations.node_set()

@@ -19,7 +19,7 @@ same queue, handed what they need of the profiles and the engine (``extender.que
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import AbstractSet, Any, Callable, Iterable, Mapping
 
 from extender.framework.clock import Clock
 from extender.framework.status import Status
@@ -56,7 +56,7 @@ class SchedulingQueue:
     def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
         return self.held.with_held(info, pod, strict)
 
-    def held_nodes(self) -> set[str]:
+    def held_nodes(self) -> AbstractSet[str]:
         return self.held.held_nodes()
 
     def nominated(self, node: str) -> list[PodInfo]:

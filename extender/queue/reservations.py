@@ -304,15 +304,20 @@ class Reservations:
             return self._live(owner)
 
     def nodes(self) -> set[str]:
-        """Nodes where some slot is held (expired reservations are dropped first): a copy of a
-        set made again only when slots were placed or went (every filter call asks)."""
+        """Nodes where some slot is held (expired reservations are dropped first): a set of the
+        caller's own."""
+        return set(self.node_set())
+
+    def node_set(self) -> frozenset[str]:
+        """``nodes``, not copied: the same frozenset until slots are placed or go (every filter
+        call asks)."""
         if not self._owners:
-            return set()
+            return frozenset()
         with self._lock:
             self._expire()
             if self._nodes[0] != self.version:
                 self._nodes = (self.version, frozenset(self._by_node))
-            return set(self._nodes[1])
+            return self._nodes[1]
 
     def held_on(self, node: str, pod: PodInfo, strict: bool = False,
                 accounted: Container[str] = ()) -> list[PodInfo]:

@@ -66,7 +66,7 @@ class EngineHandle:
         return self.queue.held.with_held(node, pod)
 
     def held_nodes(self) -> set[str]:
-        return self.queue.held.held_nodes()
+        return set(self.queue.held.held_nodes())  # the plugin's own
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:

@@ -135,7 +135,7 @@ class SchedulingCycle(VerbContext):
             return True
         return False
 
-    def _adjusted(self, info: NodeInfo, pod: PodInfo, own_node: str | None, held: set[str]) -> NodeInfo:
+    def _adjusted(self, info: NodeInfo, pod: PodInfo, own_node: str | None, held: AbstractSet[str]) -> NodeInfo:
         """``info`` as Filter sees it for ``pod``: without the pod's own reservation (no rival of
         itself), with the capacity the queue holds on it against the pod (``with_held``)."""
         if own_node == info.name:
@@ -143,7 +143,7 @@ class SchedulingCycle(VerbContext):
         return self.queue.with_held(info, pod) if info.name in held else info
 
     def _held_columns(self, pod: PodInfo, snapshot: Snapshot,
-                      held: set[str]) -> tuple[Columns | None, AbstractSet[str]]:
+                      held: AbstractSet[str]) -> tuple[Columns | None, AbstractSet[str]]:
         """The snapshot's columns with the capacity the queue holds against ``pod`` added (the
         batch Filter counts it there instead of adjusting each of the ``held`` nodes), and the
         held nodes still to be adjusted one by one (``HeldCapacity.held_amounts``); (None,
