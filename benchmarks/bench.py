@@ -16,8 +16,9 @@ A script that prints figures, never a test. Parts (see benchmarks/README.md, "ma
    median and p99 per pair, and the ratio of the medians (measured in the same run: the machine's
    noise hits both), against the targets 1.3x / 1.6x / 2.0x. Then the server's VmRSS (master and
    worker).
-2. **Gang** (in process, 500 nodes): a plain pod's filter at 500 names; a 1,000-member gang's
-   members' filter and Permit; the plain pod's filter while the gang's 1,000-slot reservation is
+2. **Gang** (in process, 500 nodes): a plain pod's filter at 500 names (the engine's answer and
+   its reply serialized, as the verb sends it, without HTTP); a 1,000-member gang's members'
+   filter and Permit; the plain pod's filter while the gang's 1,000-slot reservation is
    held. Targets: member filter and Permit <= 1.5x the plain filter; plain filter with the
    reservation <= 1.2x without. Also printed: the plain filter where the nodes the held slots
    make infeasible are full of pods instead (like for like), and the held filter once the
@@ -211,6 +212,9 @@ def floor_part(tmp: Path, cache: Path, nodes: int, cases: list[tuple[int, int]])
 # ---- 2. gang ----------------------------------------------------------------------------------
 
 def gang_part(nodes: int, members: int, rounds: int) -> None:
+    import orjson
+
+    from extender.api import wire
     from extender.app import create_app
     from extender.cluster.memory import MemoryCluster
     from extender.config.model import parse_config
@@ -259,8 +263,15 @@ def gang_part(nodes: int, members: int, rounds: int) -> None:
         took.setdefault(label, []).append(time.perf_counter() - t0)
         return out
 
+    def answered(on: Any, pod: dict[str, Any], names: list[str]) -> Any:
+        """Filter as the verb answers it, but for HTTP: the outcome and its reply's bytes."""
+        out = on.filter(pod, names)
+        orjson.dumps(wire.filter_reply({"Pod": pod, "Nodes": None, "NodeNames": names}, out))
+        return out
+
     def plain_filter(on: Any, label: str) -> None:
-        timed(label, lambda: on.filter(bench_pod(next(plain)), next(rotations)))
+        pod = bench_pod(next(plain))
+        timed(label, lambda: answered(on, pod, next(rotations)))
 
     for _ in range(rounds // 2):
         plain_filter(base, "plain")
@@ -285,7 +296,7 @@ def gang_part(nodes: int, members: int, rounds: int) -> None:
     fw = engine.framework_for(PodInfo.from_pod(group[0]))
     for raw in group[:-1]:  # the last member would let the group go
         plain_filter(base, "plain")
-        out = timed("member", lambda: engine.filter(raw, next(rotations)))
+        out = timed("member", lambda: answered(engine, raw, next(rotations)))
         node = out.feasible[0] if out.feasible else names[0]
         timed("permit", lambda: fw.run_permit(CycleState(), PodInfo.from_pod(raw, engine.handle.managed_resources),
                                               node))

@@ -15,10 +15,11 @@ import numpy as np
 import orjson
 from marshmallow import Schema, ValidationError
 
+from extender.cache.columns import json_plain
 from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.problems import as_text as problems_text
 from extender.runtime.batch import Priorities
-from extender.runtime.engine import Candidate, FilterOutcome, PreemptDecision
+from extender.runtime.engine import Candidate, FilterOutcome, NodeTexts, PreemptDecision
 
 MAX_EXTENDER_PRIORITY = 10
 
@@ -86,8 +87,27 @@ def filter_reply(args: Mapping[str, Any], outcome: FilterOutcome) -> dict[str, A
         node_list = args["Nodes"]
         nodes = {**node_list, "items": [i for i in node_list.get("items") or [] if i["metadata"]["name"] in keep]}
         names = None
-    return {"Nodes": nodes, "NodeNames": names, "FailedNodes": outcome.failed,
-            "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
+    return {"Nodes": nodes, "NodeNames": names, "FailedNodes": _texts(outcome.failed),
+            "FailedAndUnresolvableNodes": _texts(outcome.unresolvable), "Error": ""}
+
+
+def _texts(texts: Mapping[str, str]) -> Any:
+    """A name -> text map for the reply: ``NodeTexts`` already serialized from its groups - per
+    group, the names joined around the text in one C-level pass (a repeated name is a repeated
+    key with the same text, or the later group's, which is the one a decoder keeps) -, any other
+    mapping as it is. A group with a name needing an escape takes orjson over the dict."""
+    if not isinstance(texts, NodeTexts):
+        return texts
+    if not texts:
+        return {}
+    parts = ["{"]
+    for names, text, plain in texts.groups():
+        if not plain and not json_plain("".join(names)):
+            return dict(texts)
+        between = '":' + orjson.dumps(text).decode() + ',"'
+        parts += ('"', between.join(names), between[:-2], ",")
+    parts[-1] = "}"
+    return orjson.Fragment("".join(parts))
 
 
 def filter_error(message: str) -> dict[str, Any]:
@@ -106,19 +126,6 @@ _ENTRY_TAILS = {s: f'","Score":{to_extender_score(s)}}}' for s in range(MAX_NODE
 """The end of a reply entry after the host's name, by score 0..MAX_NODE_SCORE."""
 
 
-_ESCAPED = bytes(range(0x20)) + b'\x7f"\\'
-"""What JSON escapes in a string (and DEL): control characters, the quote, the backslash."""
-
-
-def _plain(text: str) -> bool:
-    """``text`` goes into a JSON string as it is: ASCII with nothing JSON escapes (node names,
-    DNS subdomains, always are). Two C-level passes: a copy without those bytes is as long."""
-    if not text.isascii():
-        return False
-    data = text.encode("ascii")
-    return len(data.translate(None, _ESCAPED)) == len(data)
-
-
 def prioritize_reply(scores: Priorities | Sequence[tuple[str, int]]) -> orjson.Fragment:
     """``HostPriorityList``: every (node, 0..MAX_NODE_SCORE score) as ``{"Host", "Score"}`` on
     the extender's 0..10 scale (out-of-range scores are clamped), already serialized. Node names
@@ -131,7 +138,7 @@ def prioritize_reply(scores: Priorities | Sequence[tuple[str, int]]) -> orjson.F
         names, values = [name for name, _ in scores], [s for _, s in scores]
     if not len(names):
         return orjson.Fragment(b"[]")
-    if _plain("".join(names)):
+    if json_plain("".join(names)):
         try:
             body = ',{"Host":"'.join(map(operator.add, names, map(_ENTRY_TAILS.__getitem__, values)))
             return orjson.Fragment(('[{"Host":"' + body + "]").encode())

@@ -32,6 +32,7 @@ from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.runtime.framework import Framework, _crash, _invalid_score
+from extender.runtime.outcomes import NodeTexts
 
 
 def _reply_text(st: Status) -> str:
@@ -95,8 +96,8 @@ class BatchFilter:
 
     feasible: list[str]
     rejected: Mapping[str, Status]
-    failed: dict[str, str]
-    unresolvable: dict[str, str]
+    failed: NodeTexts
+    unresolvable: NodeTexts
 
 
 def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
@@ -117,7 +118,7 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     always does (that path is the one place errors are handled)."""
     columns, shifted = held if held is not None else (snapshot.columns(), frozenset())
     if allowed is not None and 4 * len(allowed) <= len(names):
-        return _filter_steered(fw, state, pod, snapshot, names, allowed, columns.index, unknown, excluded,
+        return _filter_steered(fw, state, pod, snapshot, names, allowed, columns, unknown, excluded,
                                adjusted, adjust, shifted)
     rows = columns.rows_of(names)
     n = len(names)
@@ -211,65 +212,101 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         kept_rows = rows[~rejected]
         feasible = columns.names_at(kept_rows)
         snapshot.columns().remember(feasible, kept_rows)
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
+    failed: list[tuple[Sequence[str], str, bool]] = []
+    unresolvable: list[tuple[Sequence[str], str, bool]] = []
+    plain = columns.names_plain()
     for g in groups:
-        where = unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-        rejected_here = columns.names_at(rows[g.positions]) if g.known else _names_at(names, g.positions)
-        if where:
-            where.update(dict.fromkeys(rejected_here, g.text))
-        elif where is failed:
-            failed = dict.fromkeys(rejected_here, g.text)
-        else:
-            unresolvable = dict.fromkeys(rejected_here, g.text)
-    return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), failed, unresolvable)
+        (unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed).append(
+            (columns.names_at(rows[g.positions]), g.text, plain) if g.known else
+            (_names_at(names, g.positions), g.text, False))
+    return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), NodeTexts(failed),
+                       NodeTexts(unresolvable))
 
 
 def _filter_steered(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str],
-                    allowed: frozenset[str], index: Mapping[str, int], unknown: Status, excluded: Status,
+                    allowed: frozenset[str], columns: Columns, unknown: Status, excluded: Status,
                     adjusted: AbstractSet[str], adjust: Callable[[NodeInfo], NodeInfo],
                     shifted: AbstractSet[str]) -> BatchFilter | None:
     """``filter_names`` when PreFilter allowed few of many names (Gang steers a member to its
-    slot's node): the reply's map of the excluded names is made of all the names in one C-level
-    pass, the unknown ones are found in another, and only the allowed names among them are
-    filtered - per node (``Framework.run_filter``), as the per-node path does: for a handful of
-    nodes that is cheaper than array operations, and it decides the same by definition."""
-    texts = dict.fromkeys(names, _reply_text(excluded))  # name -> the reply's text; first every name
-    missing = [] if texts.keys() <= index.keys() else list(itertools.filterfalse(index.__contains__, texts))
+    slot's node): one C-level pass tells whether every name is known, another finds where the
+    allowed ones are; those are filtered per node (``Framework.run_filter``, as the per-node path
+    does: for a handful of nodes that is cheaper than array operations, and it decides the same by
+    definition), and every other name is excluded - one group of the reply's ``NodeTexts``, the
+    request's list with the few others cut out: no map of 500 names is made."""
+    known = columns.index.__contains__
+    missing = [] if all(map(known, names)) else list(itertools.filterfalse(known, names))
+    at = _positions(names, allowed.difference(missing) if missing else allowed)
     get = snapshot.getter()
     infos = []
-    for name in allowed:
-        info = get(name) if name in texts else None
-        if info is not None:
-            infos.append(adjust(info) if name in adjusted or name in shifted else info)
+    for name in at:
+        info = get(name)
+        assert info is not None  # a known name
+        infos.append(adjust(info) if name in adjusted or name in shifted else info)
     result = fw.run_filter(state, pod, infos)
     if any(st.code is Code.ERROR for st in result.rejected.values()):
         return None
-    for name in itertools.chain(missing, (info.name for info in infos)):
-        del texts[name]
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    # the excluded names' dict is taken as it is (it is most of the answer), the others added to it
-    if excluded.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-        unresolvable = texts
-    else:
-        failed = texts
-    (unresolvable if unknown.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed).update(
-        dict.fromkeys(missing, _reply_text(unknown)))
+    cut = [k for ks in at.values() for k in ks]
+    if missing:
+        cut += [k for ks in _positions(names, frozenset(missing)).values() for k in ks]
+    rest = _without(names, sorted(cut))
+    failed: list[tuple[Sequence[str], str, bool]] = []
+    unresolvable: list[tuple[Sequence[str], str, bool]] = []
+
+    def into(code: Code) -> list[tuple[Sequence[str], str, bool]]:
+        return unresolvable if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+
+    plain = columns.names_plain()  # every name but the missing ones is one the index holds
+    into(excluded.code).append((rest, _reply_text(excluded), plain))
+    into(unknown.code).append((missing, _reply_text(unknown), False))
     for name, st in result.rejected.items():
-        (unresolvable if st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed)[name] = _reply_text(st)
-    fits = result.feasible  # in the order of ``allowed``
-    if len(fits) == 1 and len(texts) + len(missing) + len(infos) == len(names):
-        feasible = fits  # one node, named once (every name is in the dict once: none repeats)
+        into(st.code).append(([name], _reply_text(st), plain))
+    fits = result.feasible
+    if len(fits) == 1 and len(at[fits[0]]) == 1:
+        feasible = fits  # one node, named once
     else:  # in input order, repeats included
-        feasible = list(itertools.compress(names, map(frozenset(fits).__contains__, names))) if fits else []
+        feasible = [names[k] for k in sorted(k for name in fits for k in at[name])]
 
     def statuses() -> dict[str, Status]:
-        made = dict.fromkeys(texts, excluded)
+        made = dict.fromkeys(rest, excluded)
         made.update(dict.fromkeys(missing, unknown))
         made.update(result.rejected)
         return made
-    return BatchFilter(feasible, LazyStatuses(statuses), failed, unresolvable)
+    return BatchFilter(feasible, LazyStatuses(statuses), NodeTexts(failed), NodeTexts(unresolvable))
+
+
+_SCANNED = 8
+"""Up to this many names are looked for in a request's list by scanning it once each (C-level,
+no hashing); more in one pass through a set."""
+
+
+def _positions(names: list[str], wanted: AbstractSet[str]) -> dict[str, list[int]]:
+    """Where each name of ``wanted`` is in ``names``, ascending (absent names left out)."""
+    found: dict[str, list[int]] = {}
+    if len(wanted) <= _SCANNED:
+        for name in wanted:
+            k = -1
+            try:
+                while True:
+                    k = names.index(name, k + 1)
+                    found.setdefault(name, []).append(k)
+            except ValueError:
+                pass
+    else:
+        for k, name in enumerate(names):
+            if name in wanted:
+                found.setdefault(name, []).append(k)
+    return found
+
+
+def _without(names: list[str], cut: list[int]) -> list[str]:
+    """``names`` without the positions ``cut`` (ascending), in order (a copy)."""
+    out: list[str] = []
+    start = 0
+    for k in cut:
+        out += names[start:k]
+        start = k + 1
+    out += names[start:]
+    return out
 
 
 def _among(rows: Rows, wanted: Rows, size: int) -> Mask:

@@ -23,13 +23,13 @@ from extender.runtime.binding import BindingCycle
 from extender.runtime.explain import ExplainLog
 from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
-from extender.runtime.outcomes import Candidate, EngineError, FilterOutcome, InvalidRequest, PreemptDecision
+from extender.runtime.outcomes import Candidate, EngineError, FilterOutcome, InvalidRequest, NodeTexts, PreemptDecision
 from extender.runtime.pods import RecentPods
 from extender.runtime.preemption import Preemption
 from extender.runtime.profiles import Profiles
 from extender.runtime.scheduling import SchedulingCycle
 
-__all__ = ["Candidate", "Engine", "EngineError", "FilterOutcome", "InvalidRequest", "PreemptDecision"]
+__all__ = ["Candidate", "Engine", "EngineError", "FilterOutcome", "InvalidRequest", "NodeTexts", "PreemptDecision"]
 
 
 class Engine:

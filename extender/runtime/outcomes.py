@@ -7,8 +7,9 @@ HTTP 400, ``EngineError`` an answer naming the error.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from extender.framework.status import Code, Status
 
@@ -25,11 +26,60 @@ class EngineError(RuntimeError):
     """An internal failure while answering a verb (a plugin error in Score, say)."""
 
 
+class NodeTexts(Mapping[str, str]):
+    """Rejected name -> the reply's text, kept as it is found: groups of names that share one
+    text, in order (a name in several groups has the last one's text, as ``dict.update`` gives).
+    The reply is encoded from the groups (``extender.api.wire``) with no dict of every name -
+    a gang member's filter rejects all but one of 500 names with one text -; the dict is made
+    the first time this is read as a mapping. A group is (names, text, plain): ``plain`` promises
+    that no name needs an escape in JSON (names the cache holds, ``Columns.names_plain``);
+    without it the encoder checks."""
+
+    __slots__ = ("_groups", "_dict")
+
+    def __init__(self, groups: Sequence[tuple[Sequence[str], str, bool]] = ()) -> None:
+        self._groups = [group for group in groups if len(group[0])]
+        self._dict: dict[str, str] | None = None
+
+    def groups(self) -> list[tuple[Sequence[str], str, bool]]:
+        """The (names, text, plain) groups, none empty (read-only)."""
+        return self._groups
+
+    def sent(self) -> int:
+        """How many names the groups hold, a name the request repeated counted each time."""
+        return sum(len(group[0]) for group in self._groups)
+
+    def _made(self) -> dict[str, str]:
+        if self._dict is None:
+            self._dict = {}
+            for names, text, _ in self._groups:
+                self._dict.update(dict.fromkeys(names, text))
+        return self._dict
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
+
+    def __getitem__(self, name: str) -> str:
+        return self._made()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def __repr__(self) -> str:
+        return f"NodeTexts({self._made()!r})"
+
+
 @dataclass
 class FilterOutcome:
+    """``failed`` and ``unresolvable`` map rejected names to the reply's text (UNSCHEDULABLE,
+    UNSCHEDULABLE_AND_UNRESOLVABLE): a dict, or ``NodeTexts`` from the batch path."""
+
     feasible: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    unresolvable: dict[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    unresolvable: Mapping[str, str] = field(default_factory=dict)
     error: str = ""
     nominated: str | None = None
 

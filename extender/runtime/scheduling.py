@@ -32,11 +32,17 @@ from extender.runtime.batch import BatchFilter, Priorities, filter_names, score_
 from extender.runtime.context import VerbContext
 from extender.runtime.explain import ExplainLog, Verdict
 from extender.runtime.handle import EngineHandle
-from extender.runtime.outcomes import NOT_IN_CACHE, PREFILTER_EXCLUDED, EngineError, FilterOutcome
+from extender.runtime.outcomes import NOT_IN_CACHE, PREFILTER_EXCLUDED, EngineError, FilterOutcome, NodeTexts
 from extender.runtime.pods import RecentPods
 from extender.runtime.profiles import Profiles
 
 log = logging.getLogger(__name__)
+
+
+def _sent(texts: Mapping[str, str]) -> int:
+    """How many rejections ``texts`` reports (for the decisions counter; ``NodeTexts`` counts
+    without making its dict)."""
+    return texts.sent() if isinstance(texts, NodeTexts) else len(texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +236,8 @@ class SchedulingCycle(VerbContext):
             rejected.update(result.rejected)
         verdicts: Mapping[str, Status] = rejected if batch is None else batch.rejected
         if not outcome.error and batch is None:
-            unresolvable, failed = outcome.unresolvable, outcome.failed
+            unresolvable: dict[str, str] = {}
+            failed: dict[str, str] = {}
             sorted_by: dict[int, tuple[dict[str, str], str]] = {}  # statuses are shared: sort each once
             for name, s in rejected.items():
                 where = sorted_by.get(id(s))
@@ -241,11 +248,8 @@ class SchedulingCycle(VerbContext):
                     where = sorted_by[id(s)] = (unresolvable if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
                                                 else failed, text)
                 where[0][name] = where[1]
-            if outcome.error:
-                failed.clear()
-                unresolvable.clear()
-            else:
-                outcome.feasible = feasible
+            if not outcome.error:
+                outcome.feasible, outcome.failed, outcome.unresolvable = feasible, failed, unresolvable
         if not outcome.error:
             if not feasible and fw.post_filter_plugins:
                 nominated, pst = fw.run_post_filter(state, pod, verdicts)
@@ -261,8 +265,8 @@ class SchedulingCycle(VerbContext):
             self._count("filter", verdicts, len(feasible))
         elif self.metrics is not None:
             decisions = self.metrics.decisions
-            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", len(outcome.failed)),
-                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", len(outcome.unresolvable))):
+            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", _sent(outcome.failed)),
+                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", _sent(outcome.unresolvable))):
                 if n:
                     decisions.labels("filter", status).inc(n)
         self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, verdicts,

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api import wire
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
@@ -27,7 +29,7 @@ from extender.framework.interfaces import PreFilterResult
 from extender.framework.registration import PluginSpec
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
-from extender.runtime.engine import Engine
+from extender.runtime.engine import Engine, FilterOutcome
 from extender.runtime.registry import Registry
 
 GPU, FPGA = "example.com/gpu", "vendor.io/fpga"
@@ -140,6 +142,10 @@ def engines(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], profile: st
     return out[0], out[1]
 
 
+def on_the_wire(outcome: FilterOutcome, names: list[str]) -> Any:
+    return orjson.loads(orjson.dumps(wire.filter_reply({"Pod": {}, "Nodes": None, "NodeNames": names}, outcome)))
+
+
 def statuses(engine: Engine, key: str) -> dict[str, tuple[Any, ...]]:
     verdict = (engine.explain.get(key) or {})["filter"]
     return {name: _fields(s) for name, s in verdict.rejected.items()}
@@ -156,8 +162,9 @@ def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod
                                                                device_share: bool, data: Any) -> None:
     nodes, pods = cluster
     known = [n["metadata"]["name"] for n in nodes]
-    names = data.draw(st.lists(st.sampled_from([*known, "ghost"]), max_size=20), label="candidates")
-    steer = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from([*known, "ghost", "other"]), max_size=4)),
+    names = data.draw(st.lists(st.sampled_from([*known, "ghost"]), max_size=data.draw(st.sampled_from([20, 48]))),
+                      label="candidates")
+    steer = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from([*known, "ghost", "other"]), max_size=12)),
                       label="allowed by PreFilter")
     fast, slow = engines(nodes, pods, profile, device_share, steer)
     held = data.draw(holds(len(nodes)), label="reservations")
@@ -167,6 +174,7 @@ def test_the_batch_path_decides_what_the_per_node_path_decides(cluster: Any, pod
     a, b = fast.filter(pod, names), slow.filter(pod, names)
     assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
     assert statuses(fast, "default/p") == statuses(slow, "default/p")
+    assert on_the_wire(a, names) == on_the_wire(b, names)
 
     for asked in (a.feasible, names):  # as kube-scheduler asks, and nodes where the pod does not fit
         assert list(fast.prioritize(pod, asked)) == list(slow.prioritize(pod, asked))
@@ -293,24 +301,30 @@ def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     assert list(fast.prioritize(pod, ["huge", "small"])) == list(slow.prioritize(pod, ["huge", "small"]))
 
 
-OTHERS = [f"n{i}" for i in range(8, 24)]
+FEW = frozenset({"n0", "n7", "n3", "gone"})
+MANY = frozenset({"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "gone"})  # past the names scanned one by one
+OTHERS = [f"n{i}" for i in range(9, 25)]
 
 
-@pytest.mark.parametrize("names, feasible", [
-    (["n7", "n0", "ghost", "n3", *OTHERS], ["n7", "n0"]),
-    (["n7", "n0", "ghost", "n3", "n7", *OTHERS], ["n7", "n0", "n7"]),
+@pytest.mark.parametrize("allowed, names, feasible, others", [
+    (FEW, ["n7", "n0", "ghost", "n3", "n8", *OTHERS], ["n7", "n0"], ["n8", *OTHERS]),
+    (FEW, ["n7", "n0", "ghost", "n3", "n7", "n8", *OTHERS], ["n7", "n0", "n7"], ["n8", *OTHERS]),
+    (MANY, ["n7", "n0", "ghost", "n3", "n7", "n8", *OTHERS, *OTHERS, "ghost", "n8"], ["n7", "n0", "n7", "n8", "n8"],
+     OTHERS),
 ])
-def test_a_prefilter_allowing_few_of_many_names_answers_as_the_per_node_path(names: list[str],
-                                                                            feasible: list[str]) -> None:
-    """PreFilter allows 4 of 20 or 21 candidates (the batch path then filters only those, per
-    node): the feasible names keep the input order and repeats, the others are excluded or unknown."""
-    nodes = [make_node(f"n{i}").alloc(gpu=2).obj() for i in range(24)]
+def test_a_prefilter_allowing_few_of_many_names_answers_as_the_per_node_path(
+        allowed: frozenset[str], names: list[str], feasible: list[str], others: list[str]) -> None:
+    """PreFilter allows at most a quarter of the candidates (the batch path then filters only
+    those, per node): the feasible names keep the input order and repeats, the others are
+    excluded or unknown - as maps and on the wire."""
+    nodes = [make_node(f"n{i}").alloc(gpu=2).obj() for i in range(25)]
     pods = [make_pod("r").req(gpu=2).node("n3").obj()]
-    fast, slow = engines(nodes, pods, "binpack", device_share=False, steer=frozenset({"n0", "n7", "n3", "gone"}))
+    fast, slow = engines(nodes, pods, "binpack", device_share=False, steer=allowed)
     pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
     a, b = fast.filter(pod, names), slow.filter(pod, names)
     assert (a.feasible, a.failed, a.unresolvable, a.error) == (b.feasible, b.failed, b.unresolvable, b.error)
     assert a.feasible == feasible
     assert a.failed == {"ghost": "node not in extender cache", "n3": "Insufficient example.com/gpu"}
-    assert a.unresolvable == dict.fromkeys(OTHERS, "node(s) excluded by the extender's PreFilter")
+    assert a.unresolvable == dict.fromkeys(others, "node(s) excluded by the extender's PreFilter")
+    assert on_the_wire(a, names) == on_the_wire(b, names)
     assert statuses(fast, "default/p") == statuses(slow, "default/p")

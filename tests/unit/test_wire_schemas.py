@@ -19,7 +19,7 @@ from builders import make_node, make_pod
 from marshmallow import Schema
 
 from extender.api import schemas, wire
-from extender.runtime.engine import Candidate, FilterOutcome, PreemptDecision
+from extender.runtime.engine import Candidate, FilterOutcome, NodeTexts, PreemptDecision
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "payloads"
 
@@ -325,6 +325,31 @@ def test_filter_reply_full_nodes_mode_echoes_node_objects() -> None:
     assert reply["NodeNames"] is None
     assert reply["Nodes"] == {"metadata": {"resourceVersion": "7"}, "items": [NODE_B]}
     assert reply["Nodes"]["items"][0] is FULL_ARGS["Nodes"]["items"][1]  # the very object, unchanged
+
+
+@pytest.mark.parametrize("groups", [
+    pytest.param([], id="none"),
+    pytest.param([(["node-b", "node-c"], "Insufficient example.com/gpu")], id="one-group"),
+    pytest.param([(["node-b"], "Insufficient example.com/gpu"), (["node-c", "node-d"], "node(s) had \"taints\"")],
+                 id="text-with-quotes"),
+    pytest.param([(["node-b", "node-c"], "a"), (["node-c"], "b"), (["node-b", "node-b"], "c")],
+                 id="repeated-names-later-text-wins"),
+    pytest.param([(["node-a"], "a"), (['we"ird', "back\\slash", "tab\there", "ünï"], "b")],
+                 id="names-needing-escapes"),
+])
+def test_grouped_texts_are_the_map_they_stand_for_on_the_wire(groups: list[tuple[list[str], str]]) -> None:
+    texts = NodeTexts([(names, text, False) for names, text in groups])
+    want: dict[str, str] = {}
+    for names, text in groups:
+        want.update(dict.fromkeys(names, text))
+    assert texts == want and list(texts) == list(want) and len(texts) == len(want) and bool(texts) == bool(want)
+    assert texts.sent() == sum(len(names) for names, _ in groups)
+    first = NodeTexts([(names, text, True) for names, text in groups[:1]])  # plain names, promised
+    outcome = FilterOutcome(feasible=["node-a"], failed=texts, unresolvable=first)
+    reply = orjson.loads(orjson.dumps(wire.filter_reply(NAMES_ARGS, outcome)))
+    assert reply["FailedNodes"] == want and list(reply["FailedNodes"]) == list(want)
+    assert reply["FailedAndUnresolvableNodes"] == dict(first)
+    assert schemas.ExtenderFilterResultSchema().validate(reply) == {}
 
 
 @pytest.mark.parametrize("message, want", [("gpu inventory unavailable", "gpu inventory unavailable"),
