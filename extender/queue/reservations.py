@@ -177,6 +177,16 @@ class Reservations:
         ``claim_changes``)."""
         self._nodes: tuple[int, frozenset[str]] = (0, frozenset())
         """The last answer of ``nodes`` and the ``version`` it was made at."""
+        self.claims_version = 0
+        """Grows whenever a slot is claimed or unclaimed (with ``version``: "are the holds the
+        same?")."""
+        self._expiry_floor = float("inf")
+        """No live reservation expires before this (a lower bound: expiries only move later,
+        but for a reservation placed again, which lowers it)."""
+        self._held: tuple[Any, ...] | None = None
+        """``held_amounts``' last answer for a pod no reservation concerns, and what it holds
+        for: (index, size, version, claims_version, priority, the reservations counted, sums,
+        claims)."""
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -201,7 +211,7 @@ class Reservations:
                 self._drop(owner)
                 res = Reservation(owner, priority, ttl, now, now + ttl, member)
             else:
-                res.expires = now + ttl
+                self._expires(res, now + ttl)
             for node, pod in placements:
                 uid = f"reservation/{owner}/{next(self._ids)}"
                 placeholder = PodInfo(uid, pod.namespace, f"{pod.name} (reserved for {owner})", priority,
@@ -212,6 +222,7 @@ class Reservations:
                 self._by_node[node] = (*self._by_node.get(node, ()), (res, slot))
             if res.slots:
                 self._owners[owner] = res
+                self._expires(res, res.expires)
             self.version += 1
 
     def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None,
@@ -242,7 +253,8 @@ class Reservations:
             if mine is not None:
                 res._claim(mine, None)
             res._claim(pick, uid)
-            res.expires = self.clock.monotonic() + res.ttl
+            self.claims_version += 1
+            self._expires(res, self.clock.monotonic() + res.ttl)
             return pick.node
 
     def unclaim_except(self, owner: str, keep: Collection[str]) -> int:
@@ -255,6 +267,7 @@ class Reservations:
             gone = [slot for uid, slot in res.claims.items() if uid not in keep]
             for slot in gone:
                 res._claim(slot, None)
+            self.claims_version += bool(gone)
             return len(gone)
 
     def consume(self, owner: str, uid: str, node: str, requests: Mapping[str, int] | None = None) -> bool:
@@ -277,10 +290,11 @@ class Reservations:
             res._gone(pick)
             self._unindex(pick)
             self.version += 1
+            self.claims_version += 1
             if not res.slots:
                 del self._owners[owner]
             else:
-                res.expires = self.clock.monotonic() + res.ttl
+                self._expires(res, self.clock.monotonic() + res.ttl)
         if pick.node != node and self.on_release is not None:
             self.on_release({pick.node})  # the pod went elsewhere: its planned node has room again
         return True
@@ -291,7 +305,7 @@ class Reservations:
         with self._lock:
             res = self._live(owner)
             if res is not None:
-                res.expires = max(res.expires, self.clock.monotonic() + seconds)
+                self._expires(res, max(res.expires, self.clock.monotonic() + seconds))
 
     def release(self, owner: str) -> bool:
         with self._lock:
@@ -313,6 +327,9 @@ class Reservations:
         call asks)."""
         if not self._owners:
             return frozenset()
+        nodes = self._nodes  # lock-free while nothing changed and nothing can have expired
+        if nodes[0] == self.version and self.clock.monotonic() < self._expiry_floor:
+            return nodes[1]
         with self._lock:
             self._expire()
             if self._nodes[0] != self.version:
@@ -356,8 +373,19 @@ class Reservations:
         like ``held_on``; a reservation's rows are updated with the slots placed or gone since
         (``HeldRows.updated``), and the sums and the claims made again only when the reservations
         that count, their rows or their claims changed - both answers are the same objects until
-        then - so this costs O(reservations) plus what changed."""
+        then - so this costs O(reservations) plus what changed; and while neither the slots, the
+        claims nor the columns changed and nothing can have expired, the last answer for a pod of
+        the same priority is checked against this pod's membership only."""
         now = self.clock.monotonic()
+        last_held = self._held
+        if (last_held is not None and last_held[0] is index and last_held[1] == size
+                and last_held[2] == self.version and last_held[3] == self.claims_version
+                and last_held[4] == pod.priority and now < self._expiry_floor):
+            for res in last_held[5]:
+                if pod.uid in res.planned or pod.uid in res.claims or res.member(pod):
+                    return None
+            return last_held[6], last_held[7]
+        version, claims_version = self.version, self.claims_version  # first: a change while reading is seen next time
         counted: list[HeldRows] = []
         for owner, res in list(self._owners.items()):
             if res.priority < pod.priority or res.expires <= now:
@@ -378,14 +406,16 @@ class Reservations:
         last = self._sums
         if (last is not None and last[0] is index and last[1] == size and len(last[2]) == len(counted)
                 and all(a is b for a, b in zip(last[2], counted))):
-            return last[3], claims
-        sums: dict[str, Ints] = {}
-        for rows in counted:
-            for r, column in (rows.amounts or {}).items():
-                sums[r] = sums[r] + column if r in sums else column
-        if any(int(np.abs(column).max(initial=0)) >= EXACT_LIMIT for column in sums.values()):
-            return None
-        self._sums = (index, size, counted, sums)
+            sums = last[3]
+        else:
+            sums = {}
+            for rows in counted:
+                for r, column in (rows.amounts or {}).items():
+                    sums[r] = sums[r] + column if r in sums else column
+            if any(int(np.abs(column).max(initial=0)) >= EXACT_LIMIT for column in sums.values()):
+                return None
+            self._sums = (index, size, counted, sums)
+        self._held = (index, size, version, claims_version, pod.priority, [rows.res for rows in counted], sums, claims)
         return sums, claims
 
     def _claims_of(self, counted: list[Reservation]) -> tuple[tuple[str, str], ...]:
@@ -422,10 +452,17 @@ class Reservations:
             return None
         return res
 
+    def _expires(self, res: Reservation, at: float) -> None:
+        """Set when ``res`` expires (earlier or later: a claim restarts its timeout, which may
+        end before a ``keep``), keeping ``_expiry_floor`` a lower bound."""
+        res.expires = at
+        self._expiry_floor = min(self._expiry_floor, at)
+
     def _expire(self) -> None:
         now = self.clock.monotonic()
         for owner in [o for o, r in self._owners.items() if r.expires <= now]:
             self._drop(owner)
+        self._expiry_floor = min((r.expires for r in self._owners.values()), default=float("inf"))
 
     def _unindex(self, slot: Slot) -> None:
         rest = tuple(e for e in self._by_node.get(slot.node, ()) if e[1] is not slot)

@@ -202,3 +202,29 @@ def test_held_amounts_follow_every_change_as_held_on_counts_it(clock: FakeClock)
     agree()
     r.release("h")
     agree()
+
+
+def test_answers_kept_from_the_last_look_never_outlive_an_expiry(clock: FakeClock) -> None:
+    """The held nodes and the batch amounts answer from their last look while nothing changed
+    and nothing can have expired - also when a claim restarts the timeout of a reservation held
+    longer by ``keep``, which then ends first."""
+    r = Reservations(clock)
+    index = {"n1": 0}
+    outsider = pod("outsider")
+
+    def held_gpus() -> list[int]:  # thousandths of a GPU
+        found = r.held_amounts(outsider, index, 1)
+        assert found is not None
+        column = found[0].get(GPU)
+        return column.tolist() if column is not None else [0]
+
+    r.place("g", 10, [("n1", pod("m0", 10))], ttl=5.0)
+    r.keep("g", 100.0)
+    clock.advance(6.0)  # past its timeout, kept
+    assert r.node_set() == {"n1"} and held_gpus() == [1000]
+    assert r.claim("g", "u-m1") == "n1"  # the 5 s timeout again: ends at 11, before the keep's 106
+    assert r.node_set() == {"n1"} and held_gpus() == [1000]
+    clock.advance(4.0)
+    assert r.node_set() == {"n1"} and held_gpus() == [1000]
+    clock.advance(2.0)
+    assert r.node_set() == frozenset() and held_gpus() == [0]
