@@ -20,7 +20,7 @@ import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Iterator, Sequence, overload
+from typing import AbstractSet, Callable, Iterator, NamedTuple, Sequence, overload
 
 import numpy as np
 
@@ -44,8 +44,7 @@ def _shared(st: Status) -> Callable[[int], Status]:
     return lambda _position: st
 
 
-@dataclass(frozen=True, slots=True)
-class _Group:
+class _Group(NamedTuple):
     positions: Rows
     code: Code
     text: str

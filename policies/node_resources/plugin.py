@@ -121,8 +121,8 @@ class NodeResources:
                 continue
             found = lacks.nonzero()[0]
             positions = found if left is None else left[found]
-            if not np.count_nonzero(alloc[found] < need):  # the common case: all merely short (a
-                # node offering ``need`` > 0 offers the resource)
+            if not np.count_nonzero(alloc < need):  # the common case: all merely short (a node
+                # offering ``need`` > 0 offers the resource; one offering less lacks it)
                 out.append(self._rejection(logic.Lack.INSUFFICIENT, resource, need, positions, column, rows))
             else:
                 offered = column.offered[at[found]]
