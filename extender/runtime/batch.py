@@ -99,6 +99,10 @@ class BatchFilter:
     unresolvable: NodeTexts
 
 
+_NO_TEXTS = NodeTexts()
+"""No rejected name (shared: read-only)."""
+
+
 def _names_at(names: Sequence[str], positions: Rows) -> list[str]:
     return list(map(names.__getitem__, positions.tolist()))
 
@@ -211,6 +215,8 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         kept_rows = rows[~rejected]
         feasible = columns.names_at(kept_rows)
         snapshot.columns().remember(feasible, kept_rows)
+    if not groups:
+        return BatchFilter(feasible, LazyStatuses(dict), _NO_TEXTS, _NO_TEXTS)
     failed: list[tuple[Sequence[str], str, bool]] = []
     unresolvable: list[tuple[Sequence[str], str, bool]] = []
     plain = columns.names_plain()
@@ -218,8 +224,9 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
         (unresolvable if g.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed).append(
             (columns.names_at(rows[g.positions]), g.text, plain) if g.known else
             (_names_at(names, g.positions), g.text, False))
-    return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)), NodeTexts(failed),
-                       NodeTexts(unresolvable))
+    return BatchFilter(feasible, LazyStatuses(lambda: _statuses(names, groups)),
+                       NodeTexts(failed) if failed else _NO_TEXTS,
+                       NodeTexts(unresolvable) if unresolvable else _NO_TEXTS)
 
 
 def _filter_steered(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, names: list[str],

@@ -35,11 +35,12 @@ class NodeTexts(Mapping[str, str]):
     that no name needs an escape in JSON (names the cache holds, ``Columns.names_plain``);
     without it the encoder checks."""
 
-    __slots__ = ("_groups", "_dict")
+    __slots__ = ("_groups", "_dict", "_sent")
 
     def __init__(self, groups: Sequence[tuple[Sequence[str], str, bool]] = ()) -> None:
         self._groups = [group for group in groups if len(group[0])]
         self._dict: dict[str, str] | None = None
+        self._sent = sum(len(group[0]) for group in self._groups)
 
     def groups(self) -> list[tuple[Sequence[str], str, bool]]:
         """The (names, text, plain) groups, none empty (read-only)."""
@@ -47,7 +48,7 @@ class NodeTexts(Mapping[str, str]):
 
     def sent(self) -> int:
         """How many names the groups hold, a name the request repeated counted each time."""
-        return sum(len(group[0]) for group in self._groups)
+        return self._sent
 
     def _made(self) -> dict[str, str]:
         if self._dict is None:
