@@ -211,12 +211,10 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
     if not groups:
         feasible = names.copy()
         snapshot.columns().remember(feasible, rows)
-    else:
-        kept_rows = rows[~rejected]
-        feasible = columns.names_at(kept_rows)
-        snapshot.columns().remember(feasible, kept_rows)
-    if not groups:
         return BatchFilter(feasible, LazyStatuses(dict), _NO_TEXTS, _NO_TEXTS)
+    kept_rows = rows[~rejected]
+    feasible = columns.names_at(kept_rows)
+    snapshot.columns().remember(feasible, kept_rows)
     failed: list[tuple[Sequence[str], str, bool]] = []
     unresolvable: list[tuple[Sequence[str], str, bool]] = []
     plain = columns.names_plain()

@@ -194,8 +194,8 @@ class PluginHarness:
         verdicts = self.engine.explain.get(f"{meta.get('namespace') or 'default'}/{meta['name']}") or {}
         last = verdicts.get("filter")
         rejected = dict(last.rejected) if last is not None else {}
-        return FilterVerdict([n for n in names if n in set(outcome.feasible)], rejected, outcome.error,
-                             outcome.nominated)
+        feasible = set(outcome.feasible)
+        return FilterVerdict([n for n in names if n in feasible], rejected, outcome.error, outcome.nominated)
 
     def prioritize(self, pod: dict[str, Any], nodes: Sequence[str] | None = None) -> dict[str, int]:
         """The prioritize verb: node -> 0..100, the weighted average of the profile's Score
