@@ -32,7 +32,7 @@ from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.runtime.framework import Framework, _crash, _invalid_score
-from extender.runtime.outcomes import NodeTexts
+from extender.runtime.outcomes import MadeOnRead, NodeTexts
 
 
 def _reply_text(st: Status) -> str:
@@ -53,29 +53,21 @@ class _Group(NamedTuple):
     """Its positions are rows of nodes the snapshot holds (not the unknown names)."""
 
 
-class LazyStatuses(Mapping[str, Status]):
+class LazyStatuses(MadeOnRead[Status]):
     """Name -> Status of every rejected candidate, made on first use (by ``make``): the reply
     needs only the grouped texts, and the per-node statuses are read only when someone asks why
     (explain log, PostFilter, the rejection event)."""
 
+    __slots__ = ("_maker",)
+
     def __init__(self, make: Callable[[], dict[str, Status]]) -> None:
-        self._make: Callable[[], dict[str, Status]] | None = make
-        self._made: dict[str, Status] = {}
+        super().__init__()
+        self._maker: Callable[[], dict[str, Status]] | None = make
 
-    def _dict(self) -> dict[str, Status]:
-        if self._make is not None:
-            self._made = self._make()
-            self._make = None
-        return self._made
-
-    def __getitem__(self, name: str) -> Status:
-        return self._dict()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._dict())
-
-    def __len__(self) -> int:
-        return len(self._dict())
+    def _make(self) -> dict[str, Status]:
+        assert self._maker is not None
+        made, self._maker = self._maker(), None  # what it closed over is freed
+        return made
 
 
 def _statuses(names: Sequence[str], groups: list[_Group]) -> dict[str, Status]:

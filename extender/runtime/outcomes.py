@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from extender.framework.status import Code, Status
 
@@ -26,7 +26,40 @@ class EngineError(RuntimeError):
     """An internal failure while answering a verb (a plugin error in Score, say)."""
 
 
-class NodeTexts(Mapping[str, str]):
+V = TypeVar("V")
+
+
+class MadeOnRead(Mapping[str, V]):
+    """A name -> value mapping whose dict ``_make`` builds the first time it is read: what a
+    verb answers is made from groups, and the per-name view is wanted only sometimes."""
+
+    __slots__ = ("_dict",)
+
+    def __init__(self) -> None:
+        self._dict: dict[str, V] | None = None
+
+    def _make(self) -> dict[str, V]:
+        raise NotImplementedError
+
+    def _made(self) -> dict[str, V]:
+        if self._dict is None:
+            self._dict = self._make()
+        return self._dict
+
+    def __getitem__(self, name: str) -> V:
+        return self._made()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._made()!r})"
+
+
+class NodeTexts(MadeOnRead[str]):
     """Rejected name -> the reply's text, kept as it is found: groups of names that share one
     text, in order (a name in several groups has the last one's text, as ``dict.update`` gives).
     The reply is encoded from the groups (``extender.api.wire``) with no dict of every name -
@@ -35,11 +68,11 @@ class NodeTexts(Mapping[str, str]):
     that no name needs an escape in JSON (names the cache holds, ``Columns.names_plain``);
     without it the encoder checks."""
 
-    __slots__ = ("_groups", "_dict", "_sent")
+    __slots__ = ("_groups", "_sent")
 
     def __init__(self, groups: Sequence[tuple[Sequence[str], str, bool]] = ()) -> None:
+        super().__init__()
         self._groups = [group for group in groups if len(group[0])]
-        self._dict: dict[str, str] | None = None
         self._sent = sum(len(group[0]) for group in self._groups)
 
     def groups(self) -> list[tuple[Sequence[str], str, bool]]:
@@ -50,27 +83,14 @@ class NodeTexts(Mapping[str, str]):
         """How many names the groups hold, a name the request repeated counted each time."""
         return self._sent
 
-    def _made(self) -> dict[str, str]:
-        if self._dict is None:
-            self._dict = {}
-            for names, text, _ in self._groups:
-                self._dict.update(dict.fromkeys(names, text))
-        return self._dict
+    def _make(self) -> dict[str, str]:
+        made: dict[str, str] = {}
+        for names, text, _ in self._groups:
+            made.update(dict.fromkeys(names, text))
+        return made
 
     def __bool__(self) -> bool:
         return bool(self._groups)
-
-    def __getitem__(self, name: str) -> str:
-        return self._made()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._made())
-
-    def __len__(self) -> int:
-        return len(self._made())
-
-    def __repr__(self) -> str:
-        return f"NodeTexts({self._made()!r})"
 
 
 @dataclass
