@@ -31,6 +31,8 @@ def json_plain(text: str) -> bool:
         return False
     data = text.encode("ascii")
     return len(data.translate(None, _ESCAPED)) == len(data)
+
+
 _Remembered = tuple[list[str], Rows]
 """Names and their rows (``Columns.remember``)."""
 
