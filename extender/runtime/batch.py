@@ -10,8 +10,9 @@ amounts added (``held``): batch plugins see it there, per-node plugins on the ad
 Candidates the engine must adjust in a way columns do not say (the pod's own reservation, holds
 judged per node) are filtered per node, through ``Framework.run_filter``, on the adjusted
 NodeInfo. When PreFilter allowed few of the candidates (a gang member steered to its slot's node),
-those few are filtered per node and the rest answered in one dict. ``tests/unit/test_batch_path.py``
-proves both paths equal over random clusters.
+those few are filtered per node and the rest excluded as one group. Rejected names are answered
+as ``NodeTexts`` (groups sharing a text), their Statuses made only when read.
+``tests/unit/test_batch_path.py`` proves both paths equal over random clusters.
 """
 
 from __future__ import annotations
