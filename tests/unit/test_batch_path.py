@@ -1,13 +1,14 @@
 """The batch path (columns, ``extender.runtime.batch``) decides exactly what the per-node path
-decides: over random clusters, pods and candidate lists, filter's feasible names, reply maps,
-error and every rejected node's Status (code, reasons, plugin, detail), and prioritize's scores,
-are equal with ``SchedulingCycle.batch`` on and off. Profiles mix batch plugins (NodeResources) with a
-per-node one (DeviceShare); nominated pods hold capacity on some nodes (filtered per node on the
-adjusted NodeInfo) and reservations hold slots on others (counted in the columns for a pod they do
-not concern): of any priority, slots claimed by the pod, by a pod already accounted on the node or
-by another, planned for the pod, and reservations the pod is a member of; candidate lists repeat
-names and name nodes the extender does not know; a PreFilter plugin may allow only some nodes
-(few of many, as Gang steers a member to its slot's node, or many)."""
+decides: over random clusters, pods and candidate lists, filter's feasible names, reply maps, error
+and every rejected node's Status (code, reasons, plugin, detail), and prioritize's scores, are
+equal with ``SchedulingCycle.batch`` on and off. Profiles mix NodeResources with DeviceShare (in
+batch for one device ask with nothing held on the candidates, else per node - its own property test
+is ``test_device_share_batch.py``); nominated pods hold capacity on some nodes (filtered per node
+on the adjusted NodeInfo) and reservations hold slots on others (counted in the columns for a pod
+they do not concern): of any priority, slots claimed by the pod, by a pod already accounted on the
+node or by another, planned for the pod, and reservations the pod is a member of; candidate lists
+repeat names and name nodes the extender does not know; a PreFilter plugin may allow only some
+nodes (few of many, as Gang steers a member to its slot's node, or many)."""
 
 from __future__ import annotations
 
