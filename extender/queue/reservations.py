@@ -201,7 +201,7 @@ class Reservations:
     def place(self, owner: str, priority: int, placements: Iterable[tuple[str, PodInfo]], ttl: float,
               member: Callable[[PodInfo], bool] = lambda pod: False, extend: bool = False) -> None:
         """Hold one slot per (node, pod) pair for ``owner`` (replacing what it held before; with
-        ``extend``, added to what it holds, which then lives ``ttl`` from now). The pod is the
+        ``extend``, added to what it holds, which then lives at least ``ttl`` from now). The pod is the
         member the slot is planned for (its UID is remembered) and sized like; its placeholder
         copy gets a slot UID. ``member`` tells the pods the slots are for."""
         with self._lock:
@@ -305,7 +305,7 @@ class Reservations:
         with self._lock:
             res = self._live(owner)
             if res is not None:
-                self._expires(res, max(res.expires, self.clock.monotonic() + seconds))
+                self._expires(res, self.clock.monotonic() + seconds)
 
     def release(self, owner: str) -> bool:
         with self._lock:
@@ -453,10 +453,13 @@ class Reservations:
         return res
 
     def _expires(self, res: Reservation, at: float) -> None:
-        """Set when ``res`` expires (earlier or later: a claim restarts its timeout, which may
-        end before a ``keep``), keeping ``_expiry_floor`` a lower bound."""
-        res.expires = at
-        self._expiry_floor = min(self._expiry_floor, at)
+        """Hold ``res`` until ``at`` at least: progress (a claim, a consume, ``keep``, more
+        slots) only ever makes a reservation live longer - a member's claim restarting the
+        timeout never ends the ``keep`` the members waiting in Permit count on. Keeps
+        ``_expiry_floor`` a lower bound (a new reservation may expire before the others)."""
+        if at > res.expires:
+            res.expires = at
+        self._expiry_floor = min(self._expiry_floor, res.expires)
 
     def _expire(self) -> None:
         now = self.clock.monotonic()

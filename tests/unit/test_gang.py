@@ -363,6 +363,25 @@ def test_the_rest_of_a_groups_slots_are_held_while_its_members_wait_in_permit(cl
     assert bound(cluster) == {"a0", "a1"}
 
 
+def test_a_members_claim_does_not_cut_short_the_hold_of_a_member_waiting_in_permit(clock: Any) -> None:
+    """a2's claim restarts the plan's own timeout (1 s) while a0 waits in Permit (3 s): the other
+    slots stay held as long as a0 may wait."""
+    probe = PermitProbe(["a0", "a1", "a2"])
+    other = make_pod("other").uid("u-other").req(gpu=1).obj()
+    engine, cluster = planned({"n1": 3}, group_of("a", 3) + [other], clock=clock, probe=probe, points=AFTER_GANG,
+                              reservationTimeout="1s", permitTimeout="3s")
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    others_see: list[list[str]] = []
+
+    def later() -> None:  # a0 waits in Permit
+        assert filter_pod(engine, cluster, "a2", ["n1"]).feasible == ["n1"]
+        clock.advance(2)
+        others_see.append(filter_pod(engine, cluster, "other", ["n1"]).feasible)
+
+    bind_meanwhile(engine, "a0", probe.through["a0"], "a1", later)
+    assert others_see == [[]], "a1's and a2's slots were still held"
+
+
 def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
     engine, cluster = planned({"n1": 4}, group_of("a", 4) + group_of("b", 4), clock=clock, reservationTimeout="10s")
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible

@@ -206,8 +206,8 @@ def test_held_amounts_follow_every_change_as_held_on_counts_it(clock: FakeClock)
 
 def test_answers_kept_from_the_last_look_never_outlive_an_expiry(clock: FakeClock) -> None:
     """The held nodes and the batch amounts answer from their last look while nothing changed
-    and nothing can have expired - also when a claim restarts the timeout of a reservation held
-    longer by ``keep``, which then ends first."""
+    and nothing can have expired - also when a reservation kept long is placed again, with a
+    timeout that ends first."""
     r = Reservations(clock)
     index = {"n1": 0}
     outsider = pod("outsider")
@@ -222,9 +222,26 @@ def test_answers_kept_from_the_last_look_never_outlive_an_expiry(clock: FakeCloc
     r.keep("g", 100.0)
     clock.advance(6.0)  # past its timeout, kept
     assert r.node_set() == {"n1"} and held_gpus() == [1000]
-    assert r.claim("g", "u-m1") == "n1"  # the 5 s timeout again: ends at 11, before the keep's 106
+    r.place("g", 10, [("n1", pod("m0", 10))], ttl=5.0)  # placed again: ends at 11, before the keep's 106
     assert r.node_set() == {"n1"} and held_gpus() == [1000]
     clock.advance(4.0)
     assert r.node_set() == {"n1"} and held_gpus() == [1000]
     clock.advance(2.0)
     assert r.node_set() == frozenset() and held_gpus() == [0]
+
+
+@pytest.mark.parametrize("progress", ["claim", "consume", "extend", "keep"])
+def test_progress_never_ends_a_reservation_sooner_than_a_keep(clock: FakeClock, progress: str) -> None:
+    """A member waiting in Permit keeps its group's slots (``keep``) as long as it may wait; a
+    later claim, consume or extension restarts the reservation's own, shorter timeout - which
+    must not cut that keep short."""
+    r = Reservations(clock)
+    r.place("g", 10, [("n1", pod("m0", 10)), ("n2", pod("m1", 10))], ttl=1.0)
+    r.keep("g", 3.0)
+    {"claim": lambda: r.claim("g", "u-m0"), "consume": lambda: r.consume("g", "u-m0", "n1"),
+     "extend": lambda: r.place("g", 10, [("n3", pod("m2", 10))], ttl=1.0, extend=True),
+     "keep": lambda: r.keep("g", 0.5)}[progress]()
+    clock.advance(2.0)
+    assert r.get("g") is not None and "n2" in r.node_set() and len(r.held_on("n2", pod("other", 10))) == 1
+    clock.advance(1.5)
+    assert r.get("g") is None and r.node_set() == frozenset()
