@@ -6,7 +6,7 @@ directly; the runtime implements this protocol (``extender.runtime.handle.Engine
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Collection, Hashable, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
@@ -175,6 +175,12 @@ class Handle(Protocol):
 
     def held_nodes(self) -> set[str]:
         """The nodes where ``with_held`` may add something."""
+
+    def held_version(self) -> Hashable:
+        """Equal between two calls only if ``with_held`` adds the same to every node for every
+        pod (no slot placed or gone, no nomination made, moved or ended): a plugin that keeps an
+        answer counting held capacity keys it by this (with the snapshot's ``generation``).
+        Added in API 1.2."""
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         """Pods the extender follows (pending, assumed or bound) in ``namespace`` carrying all of

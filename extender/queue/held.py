@@ -76,6 +76,11 @@ class HeldCapacity:
         nominated = self.nominator.nominated_nodes()
         return amounts, exact | nominated if nominated else exact
 
+    def version(self) -> tuple[int, int]:
+        """Changes whenever what ``with_held`` adds may have changed (slots placed or gone, a
+        nomination made, moved or ended) - claims aside, which count only for their claimers."""
+        return self.reservations.version, self.nominator.version
+
     def held_nodes(self) -> AbstractSet[str]:
         """Nodes where ``with_held`` may add something (read-only: it may be the reservations'
         own set)."""

@@ -24,6 +24,9 @@ class Nominator:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         """node -> pending pods nominated to it, by UID."""
         self._node_of: dict[str, str] = {}
+        self.version = 0
+        """Grows whenever a nomination starts, moves, ends or its pod changes (with the
+        reservations' version: "is the same capacity held?")."""
 
     def pod_changed(self, uid: str, pod: PodInfo | None) -> None:
         """The cluster says this of pod ``uid`` now (None: deleted)."""
@@ -41,6 +44,8 @@ class Nominator:
             if keep and pod is not None:
                 self._by_node.setdefault(keep, {})[uid] = pod
                 self._node_of[uid] = keep
+            if node is not None or keep:
+                self.version += 1
         if node is not None and node != keep and gone is not None and gone.requests and self.on_release is not None:
             self.on_release(gone.key, node)
 

@@ -8,7 +8,7 @@ built). It knows nothing of the Engine: plugins never call back up into it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
@@ -67,6 +67,9 @@ class EngineHandle:
 
     def held_nodes(self) -> set[str]:
         return set(self.queue.held.held_nodes())  # the plugin's own
+
+    def held_version(self) -> Hashable:
+        return self.queue.held.version()
 
     def find_pods(self, namespace: str, labels: Mapping[str, str]) -> list[PodInfo]:
         def match(p: PodInfo) -> bool:

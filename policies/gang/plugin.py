@@ -246,10 +246,11 @@ class Gang:
         nothing, Unresolvable, if they do not fit (``logic.wanted`` says who, ``logic.place``
         where; a member fits where the profile's Filter plugins pass, with the members placed
         before it and every capacity held for others counted). A plan that failed is not made
-        again until the cluster, the reservations, the nodes offered or the members change."""
+        again until the cluster, the capacity held (reservations, nominations), the nodes offered
+        or the members change."""
         wanted = logic.wanted(pod, members, count)
         self.reservations.nodes()  # drops expired reservations first: the version then tells
-        key = (snapshot.generation, self.reservations.version, tuple(candidates), tuple(m.uid for m in wanted))
+        key = (snapshot.generation, self.handle.held_version(), tuple(candidates), tuple(m.uid for m in wanted))
         known = self.groups.failed_plan(group, key)
         if known is not None:
             return known

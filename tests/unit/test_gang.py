@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+import pytest
 from builders import cluster_objects, make_node, make_pod, make_pod_group
 from conftest import config_of
 
@@ -380,6 +381,22 @@ def test_a_members_claim_does_not_cut_short_the_hold_of_a_member_waiting_in_perm
 
     bind_meanwhile(engine, "a0", probe.through["a0"], "a1", later)
     assert others_see == [[]], "a1's and a2's slots were still held"
+
+
+@pytest.mark.parametrize("ends", ["nominee deleted", "nomination cleared"])
+def test_a_failed_plan_is_made_again_when_the_nomination_that_blocked_it_ends(ends: str) -> None:
+    """A plan that failed is remembered until something it counted changes - a nomination
+    ending too, though that changes neither the nodes nor the reservations."""
+    nominee = make_pod("nom").uid("u-nom").req(gpu=2).priority(100).obj()
+    nominee["status"]["nominatedNodeName"] = "n1"
+    engine, cluster = planned({"n1": 2}, group_of("a", 2) + [nominee])
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == []  # n1 is held for nom
+    if ends == "nominee deleted":
+        cluster.delete_pod("default", "nom")
+    else:
+        cluster.set_nominated_node("default", "nom", None)
+    again = filter_pod(engine, cluster, "a0", ["n1"])
+    assert again.feasible == ["n1"], again.unresolvable
 
 
 def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
