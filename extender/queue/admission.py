@@ -18,7 +18,8 @@ that of pods admitted before it included - and its managed requests are held the
 (the queue's reservations, owner ``admitted/<uid>``) at its priority, as a nomination holds
 capacity: later pods of the same pass, later passes, and kube-scheduler's Filter of pods of equal
 or lower priority all see it as taken. So one pass never admits more pods than fit. The hold ends
-when the pod is bound (by this extender: at assume; by anyone else: at the next pass), deleted, or
+when the pod is bound (by this extender: at assume; by anyone else: at the next pass), deleted,
+planned for by another reservation (Gang's plan for its group, which holds it from then on), or
 after ``holdTimeout`` seconds without kube-scheduler binding it, whichever comes first; it never
 counts against the pod itself or the members of its pod group (Gang plans for those as one). A
 pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try it yet).

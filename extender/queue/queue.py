@@ -46,12 +46,21 @@ class SchedulingQueue:
     def __init__(self, cluster: ClusterView, clock: Clock, *, remember_pods: int = 4096) -> None:
         self.cluster = cluster
         self.clock = clock
-        self.reservations = Reservations(clock, on_release=lambda nodes: cluster.note_released(nodes))
+        self.reservations = Reservations(clock, on_release=lambda nodes: cluster.note_released(nodes),
+                                         on_planned=self._end_admission_holds)
         self.nominator = Nominator(on_release=lambda key, node: cluster.note_released((node,), key))
         cluster.on_pod_change(self.nominator.pod_changed)
         self.held = HeldCapacity(self.nominator, self.reservations)
         self.unschedulable_pods = UnschedulablePods(clock, remember_pods)
         self.wakeups = Wakeups(clock, remember_pods)
+
+    def _end_admission_holds(self, owner: str, uids: set[str]) -> None:
+        """Slots another owner planned for admitted pods (Gang's plan for a group admitted at
+        the gate) hold their capacity from now on: their admission holds end, or that capacity
+        would count twice against every other pod."""
+        for uid in uids:
+            if owner != admission_owner(uid):
+                self.reservations.release(admission_owner(uid))
 
     def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
         return self.held.with_held(info, pod, strict)

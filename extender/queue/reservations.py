@@ -25,7 +25,9 @@ it - each node's slots are an immutable tuple replaced on write. So the only ord
 reservations lock, then cache lock (planning runs the Filter plugins, which read the cache;
 ``on_release`` records in the cache): no cycle, no deadlock.
 ``on_release(nodes)`` is called whenever slots go away without being consumed (released or
-expired): capacity came free, a cluster event for queueing hints and nudges.
+expired): capacity came free, a cluster event for queueing hints and nudges. ``on_planned(owner,
+uids)`` is called (lock held) when ``owner`` placed slots planned for those pods, so capacity
+held for them elsewhere can end (the queue ends their admission holds).
 """
 
 from __future__ import annotations
@@ -158,9 +160,11 @@ class HeldRows:
 class Reservations:
     """Thread-safe store of reservations, indexed by node for the Filter hot path."""
 
-    def __init__(self, clock: Clock, on_release: Callable[[set[str]], None] | None = None) -> None:
+    def __init__(self, clock: Clock, on_release: Callable[[set[str]], None] | None = None,
+                 on_planned: Callable[[str, set[str]], None] | None = None) -> None:
         self.clock = clock
         self.on_release = on_release
+        self.on_planned = on_planned
         self._lock = threading.RLock()
         """Held by writers, and across ``atomically``'s work (plan-then-place)."""
         self.version = 0
@@ -212,7 +216,9 @@ class Reservations:
                 res = Reservation(owner, priority, ttl, now, now + ttl, member)
             else:
                 self._expires(res, now + ttl)
+            planned = set()
             for node, pod in placements:
+                planned.add(pod.uid)
                 uid = f"reservation/{owner}/{next(self._ids)}"
                 placeholder = PodInfo(uid, pod.namespace, f"{pod.name} (reserved for {owner})", priority,
                                       creation_timestamp=pod.creation_timestamp, node_name=node,
@@ -224,6 +230,8 @@ class Reservations:
                 self._owners[owner] = res
                 self._expires(res, res.expires)
             self.version += 1
+            if self.on_planned is not None and planned:
+                self.on_planned(owner, planned)
 
     def claim(self, owner: str, uid: str, prefer: Collection[str] | None = None,
               requests: Mapping[str, int] | None = None) -> str | None:

@@ -218,6 +218,22 @@ def test_admission_waits_until_the_group_is_complete() -> None:
     assert sorted(state.admitter.run_once().admitted) == ["default/m0", "default/m1", "default/m2"]
 
 
+def test_a_group_admitted_at_the_gate_is_held_once_when_planned() -> None:
+    """Admission holds each admitted member's capacity; the group's plan holds it from then on,
+    and the admission holds end - else other pods would see it taken twice."""
+    members = group_of("a", 2)
+    for p in members:
+        p["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    other = make_pod("other").uid("u-other").req(gpu=2).obj()
+    state, cluster = gang_state({"n1": 4}, members + [other])
+    engine = state.engine
+    assert sorted(state.admitter.run_once().admitted) == ["default/a0", "default/a1"]  # 1 GPU held for each
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"]  # 4 - 2 held
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]  # the plan: a slot for each on n1
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "a0 and a1 held once"
+    assert [r["owner"] for r in engine.queue_state()["reserved"]] == ["pod-group/default/a"]
+
+
 class HoldInReserve:
     """A Reserve plugin before Gang that holds a0 between its assume and Gang's Reserve (which
     consumes its slot) until a1 has been assumed: the interleaving of two concurrent binds
