@@ -26,6 +26,7 @@ from extender.metrics import Metrics
 from extender.queue.unschedulable import by_plugin
 from extender.runtime.context import VerbContext
 from extender.runtime.explain import ExplainLog, Verdict
+from extender.runtime.framework import Framework
 from extender.runtime.handle import EngineHandle
 from extender.runtime.pods import RecentPods
 from extender.runtime.profiles import Profiles
@@ -118,6 +119,26 @@ class BindingCycle(VerbContext):
             return f"cannot bind pod {key} to {node}: {exc}"
         if not st.ok:
             return f"node {node} no longer fits pod {key}: {st.message}"
+        try:
+            failed = self._reserve_to_bind(fw, state, pod, node)
+        except BaseException:  # a failure no plugin reported: the pod must not stay assumed for ever
+            try:
+                fw.run_unreserve(state, pod, node)
+            finally:
+                self.cache.forget(pod.uid)
+            raise
+        if failed:
+            return failed
+        self.cache.finish_binding(pod.uid)
+        self.queue.schedulable(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        self._clear_displaced_nominations(pod, node)
+        return ""
+
+    def _reserve_to_bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> str:
+        """Reserve, Permit, PreBind (and the allocation record), Bind for ``pod`` assumed on
+        ``node``: "" when bound, else the error - after Unreserve and forgetting the pod."""
+        key = pod.key
         self.queue.assumed(pod, node)
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
@@ -138,10 +159,6 @@ class BindingCycle(VerbContext):
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
                 return f"{phase} failed for pod {key} on {node}: {by_plugin(st)}"
-        self.cache.finish_binding(pod.uid)
-        self.queue.schedulable(pod.uid)
-        fw.run_post_bind(state, pod, node)
-        self._clear_displaced_nominations(pod, node)
         return ""
 
     def _clear_displaced_nominations(self, bound: PodInfo, node: str) -> None:
@@ -175,7 +192,11 @@ class BindingCycle(VerbContext):
         if pod.requests:
             entry = ledger.Allocation(node, dict(pod.requests), self.handle.term(), self.handle.clock.now(),
                                       dict(state.allocation_extra))
-            state.pod_annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+            try:
+                state.pod_annotations[ledger.key(self.handle.annotation_prefix)] = ledger.encode(entry)
+            except (TypeError, ValueError) as exc:  # a detail JSON cannot carry
+                return Status(Code.ERROR, (f"a PreBind plugin's allocation detail cannot be recorded: {exc}",),
+                              plugin="ledger", error=exc)
         removed = [k for k, v in state.pod_annotations.items() if v is None]
         if not removed:
             return Status()

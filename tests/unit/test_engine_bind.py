@@ -91,6 +91,43 @@ def test_a_failure_after_assume_unreserves_and_forgets(point: str, answers: dict
         assert cluster.get_pod("default", "p")["spec"].get("nodeName") is None
 
 
+class Detailing:
+    """A PreBind plugin recording a detail in the allocation ledger entry, and removing an
+    annotation (which takes a patch before the Binding)."""
+
+    name = "Detailing"
+
+    def __init__(self, detail: Any) -> None:
+        self.detail = detail
+
+    def pre_bind(self, state: Any, pod: Any, node: str) -> Status:
+        state.allocation_extra["devices"] = self.detail
+        state.pod_annotations["example.com/stale"] = None
+        return Status()
+
+
+def unexpected(*_args: Any, **_kwargs: Any) -> None:
+    raise RuntimeError("connection pool is closed")  # not a WriteError: no writer promised it
+
+
+@pytest.mark.parametrize("detail, patch, fragment", [
+    ({0, 1}, None, "preBind failed for pod default/p on n1: ledger: a PreBind plugin's allocation detail cannot "
+                   "be recorded: Object of type set is not JSON serializable"),
+    ([0, 1], unexpected, "internal error while binding: RuntimeError: connection pool is closed"),
+], ids=["a detail JSON cannot carry", "an exception no plugin reported"])
+def test_a_failure_after_assume_that_no_plugin_reports_unreserves_and_forgets(detail: Any, patch: Any,
+                                                                              fragment: str) -> None:
+    journal: list = []
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj()],
+                            {"reserve": [fake("Recorder", {"reserve"}, journal)], "preBind": [Detailing(detail)]})
+    if patch is not None:
+        cluster.patch_pod_metadata = patch  # type: ignore[method-assign]
+    assert engine.bind("default", "p", "u1", "n1").startswith(fragment)
+    assert ("Recorder", "unreserve", "n1") in journal
+    assert engine.cache.sizes()["assumed_pods"] == 0 and gpu_used(engine, "n1") == 0
+    assert cluster.get_pod("default", "p")["spec"].get("nodeName") is None
+
+
 def test_permit_wait_holds_the_bind_until_allowed_while_filters_go_on() -> None:
     gate = fake("Gate", {"permit"}, permit=(Status.wait(), 30.0))
     engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()],
