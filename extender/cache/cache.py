@@ -226,6 +226,15 @@ class ClusterCache:
         if info.requests:
             self._record(ClusterEvent.ALLOCATION_RELEASED, info.key, info.node_name)
 
+    def _moved_off(self, info: PodInfo, node_name: str) -> None:
+        """Unaccount ``info`` (assumed or reserved by the ledger) now that the pod counts on
+        ``node_name``: released - an event for queueing hints and nudges - if that is another
+        node (lock held)."""
+        if info.node_name != node_name:
+            self._release(info)
+        else:
+            self._unaccount(info)
+
     def _unaccount(self, info: PodInfo) -> None:
         node = self._nodes.get(info.node_name)
         if node is None:
@@ -281,7 +290,7 @@ class ClusterCache:
             if state.info.node_name != info.node_name:
                 log.warning("pod assumed on one node was bound to another",
                             extra={"pod": info.key, "assumed": state.info.node_name, "bound": info.node_name})
-            self._unaccount(state.info)
+            self._moved_off(state.info, info.node_name)
             self._assumed.pop(info.uid, None)
         self._pods[info.uid] = _PodState(info)
         self._account(info)
@@ -363,7 +372,7 @@ class ClusterCache:
             if state is not None:
                 del self._pods[pod.uid]
                 self._assumed.pop(pod.uid, None)
-                self._unaccount(state.info)
+                self._moved_off(state.info, node_name)
             info = pod.bound_to(node_name)
             self._labels.add(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
@@ -383,14 +392,19 @@ class ClusterCache:
                     heapq.heappush(self._deadlines, (state.deadline, uid))
 
     def forget(self, uid: str) -> bool:
-        """Drop an assumption (the binding cycle failed). Returns False if the pod was not assumed
-        (never assumed, or already confirmed by the cluster: then the cluster is right)."""
+        """Drop an assumption (the binding cycle failed). A reservation the assumption took over
+        from the ledger (the pod still carries the allocation annotation: a previous leader's
+        Binding may still land) holds again, as before the bind. Returns False if the pod was not
+        assumed (never assumed, or already confirmed by the cluster: then the cluster is right)."""
         with self._lock:
             state = self._assumed.pop(uid, None)
             if state is None:
                 return False
             del self._pods[uid]
             self._release(state.info)
+            pending = self._pending.get(state.info.key)
+            if pending is not None and pending.uid == uid:
+                self._follow_ledger(pending, None)  # a previous leader's allocation it took over holds again
             self._regroup(uid, state.info.key)
             return True
 

@@ -15,6 +15,7 @@ from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework import ledger
 from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
 
 KEY = "kube-extender.io/allocation"
 
@@ -73,22 +74,54 @@ def test_restart_between_annotation_and_binding_allocates_nothing_twice(cluster:
     assert gpu_used(app) == 3000
 
 
-@pytest.mark.parametrize("node", ["n2", "nowhere"], ids=["a node that does not fit", "an unknown node"])
-def test_a_refused_bind_elsewhere_keeps_a_previous_leaders_reservation(node: str) -> None:
-    """p's allocation on n1 was written by a previous leader whose Binding may still be in
-    flight; a bind of p to another node that is refused must not give n1's capacity away."""
-    clock = FakeClock()
-    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+def previous_leaders(clock: FakeClock) -> MemoryCluster:
+    """p unbound, carrying the allocation a previous leader wrote for n1 (its Binding may still be
+    in flight); q pending; n3 has room for either."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj(),
+                                             make_node("n3").alloc(gpu=4).obj()],
                                             [make_pod("p").uid("u1").req(gpu=3).obj(),
                                              make_pod("q").uid("u2").req(gpu=2).obj()]))
     cluster.patch_pod_metadata("default", "p", annotations={
         KEY: ledger.encode(ledger.Allocation("n1", {GPU: 3000}, 1, clock.now()))})
+    return cluster
+
+
+def binding_refused(*_args: Any, **_kwargs: Any) -> None:
+    raise WriteError("binding failed: 503 Service Unavailable")
+
+
+@pytest.mark.parametrize("node, binding_fails", [("n2", False), ("nowhere", False), ("n3", True)],
+                         ids=["a node that does not fit", "an unknown node", "a Binding that fails"])
+def test_a_failed_bind_elsewhere_keeps_a_previous_leaders_reservation(node: str, binding_fails: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind of p to another node that is refused - or passes the check, takes the reservation
+    over and then fails - must not give n1's capacity away."""
+    clock = FakeClock()
+    cluster = previous_leaders(clock)
     app = app_over(cluster, clock)
     engine = app.extensions["kube_extender"].engine
+    if binding_fails:
+        monkeypatch.setattr(cluster, "bind", binding_refused)
     assert engine.bind("default", "p", "u1", node) != ""
+    monkeypatch.undo()
     assert gpu_used(app) == 3000, "the reservation on n1 is still held"
+    assert gpu_used(app, "n3") == 0
     assert engine.bind("default", "q", "u2", "n1") != "", "q must not get the capacity p's Binding may still need"
     assert cluster.get_pod("default", "q")["spec"].get("nodeName") is None
+
+
+def test_a_reservation_taken_over_elsewhere_frees_its_node_for_the_pods_waiting() -> None:
+    """p binds to n3 instead of where its allocation said: n1's capacity comes free, an event
+    the nudger acts on for q, which n1 rejected while p's reservation held it."""
+    clock = FakeClock()
+    cluster = previous_leaders(clock)
+    app = create_app(config_of(requeue={"nudge": True, "qps": 100.0, "minInterval": "10s"}), source=cluster,
+                     clock=clock)
+    state = app.extensions["kube_extender"]
+    assert not state.engine.filter(cluster.get_pod("default", "q"), ["n1"]).feasible
+    assert state.engine.bind("default", "p", "u1", "n3") == ""
+    assert gpu_used(app, "n1") == 0
+    assert state.nudger.run_once() == ["default/q"]
 
 
 def test_orphan_is_released_and_its_annotation_removed_after_the_ttl(cluster: MemoryCluster) -> None:
