@@ -37,8 +37,8 @@ class Device:
 
 def parse_inventory(text: str | None) -> tuple[Device, ...]:
     """Parse ``{"devices": 4, "memoryMiB": 16384, "compute": 100, "unhealthy": [3]}`` (uniform)
-    or ``{"devices": [{"id": 0, "memoryMiB": 16384, "compute": 100}, ...], "unhealthy": [..]}``.
-    Absent text: no devices. Raises InventoryError naming the problem."""
+    or ``{"devices": [{"id": 0, "memoryMiB": 16384, "compute": 100}, ...], "unhealthy": [..]}``,
+    in id order. Absent text: no devices. Raises InventoryError naming the problem."""
     if not text:
         return ()
     try:
@@ -71,7 +71,7 @@ def parse_inventory(text: str | None) -> tuple[Device, ...]:
             devices.append(Device(dev_id, memory, compute, dev_id not in unhealthy and d.get("healthy", True) is True))
     else:
         raise InventoryError("devices must be a count or a list")
-    return tuple(devices)
+    return tuple(sorted(devices, key=lambda d: d.id))  # "the lowest idle ids" are the first idle ones
 
 
 def inventory_from_labels(labels: Mapping[str, Any]) -> tuple[Device, ...]:
@@ -123,16 +123,18 @@ class Grant:
 
 def grants_of(doc: Any) -> tuple[Grant, ...] | None:
     """Read ``{"<container>": {"devices": [0], "memoryMiB": 8192, "compute": 50, ...}}``; None when
-    malformed."""
+    malformed (an amount that is not a finite number >= 0 included)."""
     if not isinstance(doc, dict):
         return None
     out = []
     try:
         for name, g in doc.items():
             devices = tuple(int(d) for d in g["devices"])
-            out.append(Grant(str(name), devices, int(g.get("memoryMiB", 0)), int(g.get("compute", 0)),
-                             bool(g.get("exclusive", False))))
-    except (KeyError, TypeError, ValueError):
+            memory, compute = int(g.get("memoryMiB", 0)), int(g.get("compute", 0))
+            if memory < 0 or compute < 0:
+                return None
+            out.append(Grant(str(name), devices, memory, compute, bool(g.get("exclusive", False))))
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     return tuple(out)
 
@@ -195,6 +197,30 @@ def place(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack:
             best = min(fitting, key=lambda d: (sign * work.free_memory(d), sign * work.free_compute(d), d.id))
             g = Grant(ask.container, (best.id,), ask.memory, ask.compute)
         work.add("__placing__", [g])
+        grants.append(g)
+    by_name = {g.container: g for g in grants}
+    return tuple(by_name[a.container] for a in asks)
+
+
+def charge(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage) -> tuple[Grant, ...]:
+    """Where a pod that holds devices without naming them (bound with no assignment) is counted
+    when ``place`` finds no room for it - the pods placed before it took the room it has: each
+    share on the healthy device with the most free memory, each whole ask on the idle devices
+    first, then the least used - beyond their capacity if need be. Its devices are then seen as
+    taken, never the pod as holding nothing. () when the node has no healthy device."""
+    usable = [d for d in devices if d.healthy]
+    if not usable:
+        return ()
+    work = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive), {k: list(v) for k, v in usage.holders.items()})
+    grants: list[Grant] = []
+    for ask in sorted(asks, key=lambda a: (-a.count, -a.memory, -a.compute, a.container)):
+        if ask.whole:
+            ranked = sorted(usable, key=lambda d: (not work.idle(d), work.memory.get(d.id, 0), d.id))
+            g = Grant(ask.container, tuple(d.id for d in ranked[:ask.count]), 0, 0, exclusive=True)
+        else:
+            best = min(usable, key=lambda d: (-work.free_memory(d), -work.free_compute(d), d.id))
+            g = Grant(ask.container, (best.id,), ask.memory, ask.compute)
+        work.add("__charging__", [g])
         grants.append(g)
     by_name = {g.container: g for g in grants}
     return tuple(by_name[a.container] for a in asks)

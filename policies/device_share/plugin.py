@@ -157,7 +157,7 @@ class DeviceShare:
                     continue
                 if not asks:
                     continue
-                grants = logic.place(asks, devices, usage, self.args.binpack) or ()
+                grants = logic.place(asks, devices, usage, self.args.binpack) or logic.charge(asks, devices, usage)
                 usage.add(pod.uid, grants)
                 holders.append(logic.Holder(pod.uid, pod.priority, pod.start_time, grants))
             result = (devices, usage, holders)
@@ -351,19 +351,25 @@ class DeviceShare:
         asks = self._asks(state, pod)
         if not asks:
             return Status()
-        node = self.handle.snapshot().get(node_name)
-        if node is None:
-            return Status.unschedulable(f"node {node_name} disappeared while binding")
-        with self._lock:  # place and record atomically: concurrent binds never pick the same room
-            devices, usage, _ = self.node_devices(node, exclude=pod.uid)
-            grants = logic.place(asks, devices, usage, self.args.binpack)
-            if grants is None:
-                misfit = logic.explain_misfit(asks, devices, usage)  # taken since Filter: evictions may help
-                return Status.unschedulable(self._wording(logic.Lack(False, True, misfit.short_of))[1],
-                                            detail=misfit.detail)
-            self._set_reserved(pod.uid, (node_name, grants))
-        state.write(f"{NAME}/reserved", grants)
-        return Status()
+        while True:
+            seen = self._version
+            node = self.handle.snapshot().get(node_name)
+            if node is None:
+                return Status.unschedulable(f"node {node_name} disappeared while binding")
+            if node_name in self.handle.held_nodes():  # capacity held for others, as Filter counts it
+                node = self.handle.with_held(node, pod)
+            with self._lock:  # place and record atomically: concurrent binds never pick the same room
+                if self._version != seen:
+                    continue  # a grant was recorded since the snapshot, maybe for a pod it lacks: look again
+                devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+                grants = logic.place(asks, devices, usage, self.args.binpack)
+                if grants is None:
+                    misfit = logic.explain_misfit(asks, devices, usage)  # taken since Filter: evictions may help
+                    return Status.unschedulable(self._wording(logic.Lack(False, True, misfit.short_of))[1],
+                                                detail=misfit.detail)
+                self._set_reserved(pod.uid, (node_name, grants))
+            state.write(f"{NAME}/reserved", grants)
+            return Status()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ annotations for the runtime, restart from the ledger, device-level preempt."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -41,6 +42,8 @@ def used(**by_device: int) -> Usage:
      (Device(0, 8192, 50), Device(1, 8192, 50, healthy=False))),
     ('{"devices": [{"id": 3, "memoryMiB": 24576}, {"id": 7, "memoryMiB": 8192}]}',
      (Device(3, 24576), Device(7, 8192))),
+    ('{"devices": [{"id": 1, "memoryMiB": 8192}, {"id": 0, "memoryMiB": 24576}]}',
+     (Device(0, 24576), Device(1, 8192))),
     (None, ()),
 ])
 def test_inventory_forms(text: str | None, expected: tuple[Device, ...]) -> None:
@@ -184,9 +187,13 @@ DEVICE_CONFIG = dict(
 )
 
 
-def engine_over(nodes: list[dict], pods: list[dict], clock: FakeClock | None = None) -> tuple[Any, MemoryCluster]:
+def engine_over(nodes: list[dict], pods: list[dict], clock: FakeClock | None = None,
+                args: dict[str, Any] | None = None) -> tuple[Any, MemoryCluster]:
+    """An engine with DeviceShare alone (``args``: its args)."""
+    config = DEVICE_CONFIG if args is None else {
+        **DEVICE_CONFIG, "profiles": [{**DEVICE_CONFIG["profiles"][0], "pluginConfig": [{"name": "DeviceShare", "args": args}]}]}
     cluster = MemoryCluster(cluster_objects(nodes, pods))
-    app = create_app(config_of(**DEVICE_CONFIG), source=cluster, clock=clock or FakeClock(), background=False)
+    app = create_app(config_of(**config), source=cluster, clock=clock or FakeClock(), background=False)
     return app.extensions["kube_extender"].engine, cluster
 
 
@@ -338,3 +345,97 @@ def test_node_capacity_per_device_and_summed_per_node() -> None:
 def test_preempt_drops_a_node_where_devices_cannot_be_freed() -> None:
     engine, _ = engine_over(NODES, [share_pod("hi-a", 16384, priority=500, node="b")])
     assert engine.preempt(share_pod("p", 8192, priority=100), {"b": Candidate([("u-hi-a", None)], 0)}) == {}
+
+
+DEVICES = "kube-extender.io/devices"
+
+
+def granted(cluster: MemoryCluster, name: str) -> dict[str, Any]:
+    return json.loads(cluster.get_pod("default", name)["metadata"]["annotations"][DEVICES])["containers"]["main"]
+
+
+def test_concurrent_binds_never_grant_one_device_beyond_its_memory() -> None:
+    """pb is bound while pa's Reserve holds a snapshot taken before pb was assumed: pa must see
+    pb's grant, not place itself on a view that lacks pb."""
+    z = share_pod("z", 6144, node="a")  # bound by someone else: placed by the rules, after those granted
+    z["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"
+    engine, cluster = engine_over([gpu_node("a", {"devices": 2, "memoryMiB": 16384})],
+                                  [z, share_pod("pa", 12288), share_pod("pb", 6144)])
+    plugin = engine.frameworks["default-scheduler"].filter_plugins[0]
+    real, took, go = plugin.handle, threading.Event(), threading.Event()
+
+    class Paused:
+        """pa's Reserve stops right after reading the snapshot until pb is bound."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def snapshot(self) -> Any:
+            s = real.snapshot()
+            if threading.current_thread().name == "bind-pa" and not took.is_set():
+                took.set()
+                go.wait(5)
+            return s
+
+    plugin.handle = Paused()
+    result: dict[str, str] = {}
+    t = threading.Thread(target=lambda: result.update(pa=engine.bind("default", "pa", "u-pa", "a")), name="bind-pa")
+    t.start()
+    assert took.wait(5)
+    assert engine.bind("default", "pb", "u-pb", "a") == ""
+    go.set()
+    t.join(5)
+    assert result == {"pa": ""}
+    used: dict[int, int] = {}
+    for name in ("pa", "pb"):
+        for d in granted(cluster, name)["devices"]:
+            used[d] = used.get(d, 0) + granted(cluster, name)["memoryMiB"]
+    assert all(v <= 16384 for v in used.values()), used
+
+
+def test_a_bind_leaves_the_device_capacity_held_for_a_nominated_pod() -> None:
+    """q (nominated to a) needs a whole 16 GiB device, device 0; p fits either: Filter counts q's
+    hold, and so must Reserve when it picks p's device (spreading: the emptier device)."""
+    x = share_pod("x", 8192, node="a", **{DEVICES: json.dumps({"node": "a", "containers": {
+        "main": {"devices": [1], "memoryMiB": 8192}}})})
+    q = share_pod("q", 16384, priority=100)
+    q["status"]["nominatedNodeName"] = "a"
+    engine, cluster = engine_over([gpu_node("a", {"devices": 2, "memoryMiB": 16384})], [x, q],
+                                  args={"scoringStrategy": {"type": "LeastAllocated"}})
+    cluster.add_pod(share_pod("p", 4096))
+    assert engine.filter(share_pod("p", 4096), ["a"]).feasible == ["a"]
+    assert engine.bind("default", "p", "u-p", "a") == ""
+    assert granted(cluster, "p")["devices"] == [1]
+    assert engine.filter(q, ["a"]).feasible == ["a"], "the device held for q is still free"
+
+
+def test_pods_bound_without_an_assignment_are_never_counted_as_holding_nothing() -> None:
+    """Pods bound without an assignment are placed by the rules after the granted ones: once p's
+    grant changes where they land, one may fit nowhere - it still holds what it asks for."""
+    held = []
+    for i, memory in enumerate([12288, 4096, 6144, 8192]):  # 30 of 32 GiB
+        pod = share_pod(f"x{i}", memory, node="a")
+        pod["metadata"]["creationTimestamp"] = f"2026-01-0{i + 1}T00:00:00Z"
+        held.append(pod)
+    engine, cluster = engine_over([gpu_node("a", {"devices": 2, "memoryMiB": 16384})], held)
+    cluster.add_pod(share_pod("p", 2048))
+    assert engine.bind("default", "p", "u-p", "a") == ""  # 32 of 32 GiB
+    assert engine.filter(share_pod("q", 6144), ["a"]).feasible == []
+
+
+@pytest.mark.parametrize("memory", ["1e999", "-8192", "8192.5e400", '"lots"'])
+def test_a_malformed_assignment_is_ignored_not_a_failed_filter(memory: str) -> None:
+    x = share_pod("x", 4096, node="a", **{DEVICES: '{"node":"a","containers":{"main":{"devices":[0],"memoryMiB":%s}}}'
+                                          % memory})
+    engine, _ = engine_over([gpu_node("a", {"devices": 1, "memoryMiB": 16384})], [x])
+    outcome = engine.filter(share_pod("p", 8192), ["a"])
+    assert not outcome.error and outcome.feasible == ["a"]  # x placed by the rules: 4 GiB of 16
+    assert engine.filter(share_pod("q", 16384), ["a"]).feasible == []
+
+
+def test_whole_devices_are_the_lowest_idle_ids_whatever_the_inventory_order() -> None:
+    node = gpu_node("a", {"devices": [{"id": 1, "memoryMiB": 16384}, {"id": 0, "memoryMiB": 16384}]})
+    pod = make_pod("p").uid("u-p").req(**{COUNT: 1}).obj()
+    engine, cluster = engine_over([node], [pod])
+    assert engine.bind("default", "p", "u-p", "a") == ""
+    assert granted(cluster, "p")["devices"] == [0]
