@@ -19,7 +19,7 @@ what its pods hold of the managed resources. With ``quotas`` the namespaces that
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.resources import format_milli
@@ -161,29 +161,52 @@ def allowed_victims(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping
 
 
 def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
-               used: Mapping[str, Amounts], reclaiming: bool,
-               fits: Callable[[Sequence[PodInfo]], bool]) -> tuple[PodInfo, ...] | None:
+               used: Mapping[str, Amounts], reclaiming: bool, fits: Callable[[Sequence[PodInfo]], bool],
+               protected: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
     """The pods of one node to evict so ``preemptor`` fits, or None when no allowed eviction
     makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
-    started), each only while its namespace stays at or above its ``min`` on every resource it
-    holds, until ``fits(victims)``; then those whose return still lets it fit are spared, most
-    important first - the fewest, least important victims."""
+    started) - those whose eviction a PodDisruptionBudget refuses (``protected``) last -, each
+    only while its namespace stays at or above its ``min`` on every resource it holds, until
+    ``fits(victims)``; then those whose return still lets it fit are spared, protected ones
+    first, then the most important. A pod the namespace's ``min`` refused on the way may be
+    the one that makes room alone: the search is made again with each such pod first, and the
+    best set kept (fewest protected, then as ``Candidate.rank`` orders nodes) - the fewest,
+    least important victims."""
     allowed = sorted((p for p in pods if may_evict(p, preemptor, quotas, reclaiming)),
-                     key=importance, reverse=True)
+                     key=lambda p: (p.uid not in protected, importance(p)), reverse=True)
+    best, refused = _victims(allowed, preemptor, quotas, used, fits, protected)
+    for first in refused:
+        found, _ = _victims([first, *(p for p in allowed if p is not first)], preemptor, quotas, used, fits,
+                            protected)
+        if found is not None and (best is None or _cost(found, protected) < _cost(best, protected)):
+            best = found
+    return best
+
+
+def _victims(order: Sequence[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
+             used: Mapping[str, Amounts], fits: Callable[[Sequence[PodInfo]], bool],
+             protected: AbstractSet[str]) -> tuple[tuple[PodInfo, ...] | None, list[PodInfo]]:
+    """``victims_on``'s search taking pods in ``order``: the victims (None: no room made) and
+    the pods the namespaces' ``min`` refused on the way."""
     budget = _Budget(preemptor, quotas, used)
     victims: list[PodInfo] = []
-    for p in allowed:
+    refused: list[PodInfo] = []
+    for p in order:
         if fits(victims):
             break
-        if budget.take(p):
-            victims.append(p)
+        (victims if budget.take(p) else refused).append(p)
     if not victims or not fits(victims):
-        return None
-    for p in sorted(victims, key=importance):
+        return None, refused
+    for p in sorted(victims, key=lambda p: (p.uid not in protected, importance(p))):
         trial = [v for v in victims if v.uid != p.uid]
         if fits(trial):
             victims = trial
-    return tuple(sorted(victims, key=importance))
+    return tuple(sorted(victims, key=importance)), refused
+
+
+def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str]) -> tuple[int, int, int, int]:
+    return (sum(v.uid in protected for v in victims), max(v.priority for v in victims), len(victims),
+            sum(v.priority for v in victims))
 
 
 @dataclass(frozen=True)

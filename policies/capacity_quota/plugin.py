@@ -126,6 +126,9 @@ class CapacityQuota:
         """uid -> node, of every pod accounted on a node."""
         self._generations = itertools.count(-2 * 10**9, -1)
         self._shadowed: set[str] = set()
+        self._evicting: dict[str, PodInfo] = {}
+        """Pods this plugin evicted that the snapshot does not show deleting yet (the watch lags
+        the Eviction): no longer counted in their namespace's use, nor chosen again."""
 
     # ---- what the cluster holds ---------------------------------------------------------------
 
@@ -229,6 +232,13 @@ class CapacityQuota:
         return [pod, *(m for m in self.handle.find_pods(pod.namespace, {GROUP_LABEL: group})
                        if not m.node_name and m.uid != pod.uid)]
 
+    def _accounted_already(self, unit: Sequence[PodInfo], removed: Sequence[PodInfo] = ()) -> list[PodInfo]:
+        """Those of ``unit`` (pending) the table counts on a node already - the reservation an
+        allocation annotation holds for them, say, after a restart: their use is the demand
+        judged, not counted twice."""
+        gone = {p.uid for p in removed}
+        return [u for u in unit if u.uid in self._node_of and u.uid not in gone]
+
     def verdict(self, pod: PodInfo, *, admission: bool, removed: Sequence[PodInfo] = ()) -> str | None:
         """None when ``pod`` (with its group) fits its namespace's quota; else why not. ``removed``:
         pods taken away in a simulation (victims) no longer count."""
@@ -236,7 +246,7 @@ class CapacityQuota:
         if pod.namespace not in table.quotas or not pod.requests:
             return None
         unit = self._unit(pod)
-        used = table.used(admission, [u.uid for u in unit], removed)
+        used = table.used(admission, [u.uid for u in unit], [*removed, *self._accounted_already(unit, removed)])
         demand = logic.total(u.requests for u in unit)
         why = logic.check(table.quotas, used, pod.namespace, demand)
         if why and len(unit) > 1:
@@ -250,7 +260,9 @@ class CapacityQuota:
         return Status.unschedulable(why) if why else Status()
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Any) -> tuple[PreFilterResult | None, Status]:
-        why = self.verdict(pod, admission=False)
+        # a gated pod is never sent by kube-scheduler: this is admission's simulation (make_room),
+        # which counts the pods admitted before it, as PreEnqueue does
+        why = self.verdict(pod, admission=_gated(pod))
         if why:
             return None, Status.unschedulable(why)
         state.write(_CHECKED, True)
@@ -264,7 +276,7 @@ class CapacityQuota:
                 removed = [p for uid, p in real.pods.items() if uid not in node.pods]
         if not removed and state.get(_CHECKED):
             return Status()
-        why = self.verdict(pod, admission=False, removed=removed)
+        why = self.verdict(pod, admission=_gated(pod), removed=removed)
         return Status.unschedulable(why) if why else Status()
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
@@ -278,8 +290,9 @@ class CapacityQuota:
             node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
             if node is None:
                 continue
-            victims = logic.victims_on(node.pods.values(), pod, table.quotas, used, reclaiming,
-                                       self._fitting(pod, node))
+            pods = [p for p in node.pods.values() if p.uid not in self._evicting]
+            protected = {p.uid for p in pods if self.handle.pdb_violations([p])}
+            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected)
             if victims:
                 candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(list(victims)))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
@@ -301,21 +314,36 @@ class CapacityQuota:
         known = [v.pod for v in victims if v.pod is not None]
         allowed = {p.uid for p in logic.allowed_victims(known, pod, table.quotas, used, reclaiming)}
         kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
-        if len(kept) < len(victims) and not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
+        if not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
             dropped = sorted(v.pod.key for v in victims if v.pod is not None and v.pod.uid not in allowed)
+            if not dropped:
+                return [], Status.unschedulable("evicting the victims would not make the pod fit (its namespace's "
+                                                "quota, or the node)")
             return [], Status.unschedulable(f"the victims that make room ({', '.join(dropped)}) are protected by "
                                             "their namespaces' quotas")
         return kept, Status()
 
     def _stance(self, pod: PodInfo) -> tuple[_Table, dict[str, dict[str, int]], bool]:
-        """For preemption: the table, the use without ``pod`` and its group, and whether it
-        reclaims (stays within its namespace's ``min``)."""
+        """For preemption: the table, the use without ``pod`` and its group and without the pods
+        already evicted (``_evicting``), and whether it reclaims (stays within its namespace's
+        ``min``)."""
         table = self._table()
         unit = self._unit(pod)
-        used = table.used(False, [u.uid for u in unit])
+        used = table.used(False, [u.uid for u in unit], [*self._accounted_already(unit), *self._still_evicting()])
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return table, used, reclaiming
+
+    def _still_evicting(self) -> list[PodInfo]:
+        """``_evicting``, without the pods the snapshot shows deleting or gone by now."""
+        snapshot = self.handle.snapshot()
+        with self._lock:
+            for uid, victim in list(self._evicting.items()):
+                node = snapshot.get(victim.node_name)
+                now = node.pods.get(uid) if node is not None else None
+                if now is None or now.deleting or now.terminal:
+                    del self._evicting[uid]
+            return list(self._evicting.values())
 
     def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
         """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
@@ -328,8 +356,11 @@ class CapacityQuota:
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
                  used: Mapping[str, Mapping[str, int]]) -> bool:
-        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims,
-                              lambda victim: self._why(victim, pod, table, used)):
+        evicted = eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims,
+                                 lambda victim: self._why(victim, pod, table, used))
+        with self._lock:
+            self._evicting.update((v.uid, v) for v in candidate.victims[:evicted])
+        if not evicted:
             return False  # nothing lost: try the next node
         borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]
         message = (f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node "

@@ -13,6 +13,7 @@ from conftest import config_of
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import ConfigError
+from extender.framework.clock import FakeClock
 from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.views import PodInfo
 from policies.capacity_quota import logic
@@ -154,6 +155,26 @@ def test_args_errors_name_the_file_and_key() -> None:
     assert "profiles[0].pluginConfig[CapacityQuota].args.quotas.b.mni: unknown key" in text
 
 
+
+def test_a_pod_the_min_refused_on_the_way_may_make_room_alone() -> None:
+    """a (min 2) uses 4: taking a1 first leaves room for a3 only, two victims; a2 alone is
+    fewer and less important than the most important of those."""
+    pods = [running("a1", "a", priority=0), running("a2", "a", n=2, priority=1), running("a3", "a", priority=2)]
+    quotas = {"a": q("a", 2), "b": q("b", 4)}
+    victims = logic.victims_on(pods, PodInfo("u-new", "b", "new", 0, requests=gpus(2)), quotas, {"a": gpus(4)}, True,
+                               room_for(0, 2))
+    assert [v.name for v in victims or ()] == ["a2"]
+
+
+def test_pods_a_disruption_budget_protects_are_evicted_last_and_spared_first() -> None:
+    pods = [running("guarded", "a", priority=0), running("free", "a", priority=5)]
+    quotas = {"a": q("a", 0), "b": q("b", 2)}
+    victims = logic.victims_on(pods, PREEMPTOR_B, quotas, {"a": gpus(2)}, True, room_for(0, 1),
+                               protected={"u-guarded"})
+    assert [v.name for v in victims or ()] == ["free"]
+    only = logic.victims_on(pods[:1], PREEMPTOR_B, quotas, {"a": gpus(2)}, True, room_for(0, 1), protected={"u-guarded"})
+    assert [v.name for v in only or ()] == ["guarded"], "protected is a last resort, not a veto"
+
 # ---- the use the plugin counts ------------------------------------------------------------------
 
 GATE = "kube-extender.io/admission"
@@ -278,3 +299,137 @@ def test_the_preempt_verb_keeps_the_victims_the_quotas_allow(proposed: list[str]
     decisions = engine.preempt(make_pod("p", "b").uid("u-p").req(gpu=2).priority(100).obj(),
                                {"n1": Candidate([(uid, None) for uid in proposed], 0)})
     assert {n: d.victims for n, d in decisions.items()} == kept
+
+
+
+# ---- preemption through the engine --------------------------------------------------------------
+
+def profiles(*names: str, disabled: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+        "enabled": [{"name": n} for n in names], "disabled": list(disabled)}}}]
+
+
+def a_running(name: str, ns: str, priority: int = 0, node: str = "", **asks: Any) -> dict[str, Any]:
+    b = make_pod(name, ns).uid(f"u-{name}").req(**(asks or {"gpu": 1})).priority(priority)
+    return (b.node(node) if node else b).obj()
+
+
+def app_of(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], quotas: list[dict[str, Any]],
+           pdbs: tuple[dict[str, Any], ...] = (), cluster_type: type[MemoryCluster] = MemoryCluster,
+           clock: FakeClock | None = None, **config: Any) -> tuple[Any, MemoryCluster]:
+    cluster = cluster_type({**cluster_objects(nodes, pods), "ElasticQuota": quotas, "PodDisruptionBudget": list(pdbs)})
+    config.setdefault("profiles", profiles("CapacityQuota"))
+    app = create_app(config_of(**config), source=cluster, clock=clock or FakeClock(), background=False)
+    return app.extensions["kube_extender"], cluster
+
+
+def alive(cluster: MemoryCluster) -> set[str]:
+    return {p["metadata"]["name"] for p in cluster.pods()}
+
+
+def test_the_preempt_verb_drops_a_node_where_the_victims_would_not_let_the_pod_fit_its_quota() -> None:
+    """b is at its max of 1: evicting c1 on n1 frees the node, not b's quota."""
+    from extender.runtime.engine import Candidate
+
+    state, _ = app_of([make_node("n1").alloc(gpu=1).obj(), make_node("n2").alloc(gpu=1).obj()],
+                      [a_running("b0", "b", 1000, "n2"), a_running("c1", "c", 0, "n1")],
+                      [make_elastic_quota("b", min={"gpu": 1}, max={"gpu": 1})])
+    assert state.engine.preempt(a_running("p", "b", 100), {"n1": Candidate([("u-c1", None)], 0)}) == {}
+
+
+def test_no_plugin_adds_a_victim_the_quotas_protect_after_capacity_quota_judged() -> None:
+    """kube-scheduler proposes y; only with x (a's guaranteed share) would p fit: the node is
+    dropped rather than DeviceShare adding x."""
+    from extender.runtime.engine import Candidate
+
+    memory = "example.com/gpu-memory"
+    node = make_node("n1").obj()
+    node["metadata"]["annotations"] = {"kube-extender.io/device-inventory": '{"devices": 1, "memoryMiB": 16384}'}
+    state, _ = app_of([node], [a_running("x", "a", 0, "n1", **{memory: 8192}),
+                               a_running("y", "c", 0, "n1", **{memory: 4096})],
+                      [make_elastic_quota("a", min={memory: 8192})], managedResources=[{"name": memory}],
+                      profiles=profiles("CapacityQuota", "DeviceShare", disabled=("NodeResources",)))
+    decisions = state.engine.preempt(a_running("p", "b", 100, **{memory: 12288}), {"n1": Candidate([("u-y", None)], 0)})
+    assert decisions == {}
+
+
+def test_preemption_at_admission_counts_the_pods_admitted_before() -> None:
+    """a (max 2) has a1 bound and a2 admitted (out of the gate, pending): p would take it to 3,
+    so making room for p by evicting c's pod must not happen."""
+    state, cluster = app_of([make_node("n1").alloc(gpu=2).obj()],
+                            [a_running("a1", "a", 1000, "n1"), a_running("low", "c", 0, "n1"), a_running("a2", "a")],
+                            [make_elastic_quota("a", min={"gpu": 2}, max={"gpu": 2})], admission={"enabled": True})
+    gated = a_running("p", "a", 100)
+    gated["spec"]["schedulingGates"] = [{"name": GATE}]
+    cluster.add_pod(gated)
+    assert state.admitter.run_once().admitted == []
+    assert "low" in alive(cluster)
+
+
+def test_reclaim_evicts_a_pod_no_disruption_budget_protects_rather_than_fail_on_one() -> None:
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-x", "namespace": "a"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}
+    x = a_running("x", "a", 0, "n1")
+    x["metadata"]["labels"] = {"app": "x"}
+    state, cluster = app_of([make_node("n1").alloc(gpu=2).obj()], [x, a_running("y", "a", 5, "n1")],
+                            [make_elastic_quota("a", min={"gpu": 0}), make_elastic_quota("b", min={"gpu": 2})], (pdb,))
+    cluster.add_pod(a_running("p", "b"))
+    assert state.engine.filter(cluster.get_pod("b", "p"), ["n1"]).nominated == "n1"
+    assert alive(cluster) == {"x", "p"}
+
+
+def test_a_pods_own_reservation_from_the_ledger_is_not_counted_twice() -> None:
+    """After a restart, p's allocation annotation holds its GPU on n1: a (max 1) uses exactly
+    that GPU, for p itself."""
+    from extender.framework import ledger
+
+    clock = FakeClock()
+    p = a_running("p", "a")
+    p["metadata"]["annotations"] = {"kube-extender.io/allocation": ledger.encode(
+        ledger.Allocation("n1", {GPU: 1000}, 0, clock.now()))}
+    state, cluster = app_of([make_node("n1").alloc(gpu=4).obj()], [p],
+                            [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 1})], clock=clock)
+    assert state.engine.cache.is_ledger_reservation("u-p")
+    assert state.engine.filter(cluster.get_pod("a", "p"), ["n1"]).feasible == ["n1"]
+    assert state.engine.bind("a", "p", "u-p", "n1") == ""
+
+
+class LaggingWatch(MemoryCluster):
+    """Writes land at once; while ``lagging``, the watch tells of deleted pods only at ``flush``
+    (kube-scheduler's informer and our watch see changes late)."""
+
+    def __init__(self, objects: Any) -> None:
+        super().__init__(objects)
+        self.lagging = False
+        self.backlog: list[Any] = []
+
+    def start(self, sink: Any) -> None:
+        outer = self
+
+        class Late:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(sink, name)
+
+            def remove_pod(self, pod: Any) -> None:
+                if outer.lagging:
+                    outer.backlog.append(lambda: sink.remove_pod(pod))
+                else:
+                    sink.remove_pod(pod)
+
+        super().start(Late())
+
+
+def test_pods_being_evicted_are_not_counted_or_chosen_again_before_the_watch_tells() -> None:
+    """a (min 1) lends one GPU. p1 (b) reclaims it by evicting x; before the watch shows x gone,
+    p2 (d) must not reclaim y too: a would be below its min."""
+    state, cluster = app_of([make_node("n1").alloc(gpu=1).obj(), make_node("n2").alloc(gpu=1).obj()],
+                            [a_running("x", "a", 0, "n1"), a_running("y", "a", 0, "n2")],
+                            [make_elastic_quota(ns, min={"gpu": 1}) for ns in ("a", "b", "d")],
+                            cluster_type=LaggingWatch)
+    assert isinstance(cluster, LaggingWatch)
+    cluster.add_pod(a_running("p1", "b"))
+    cluster.add_pod(a_running("p2", "d"))
+    cluster.lagging = True
+    assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
+    assert state.engine.filter(cluster.get_pod("d", "p2"), ["n2"]).nominated is None
+    assert "y" in alive(cluster)
