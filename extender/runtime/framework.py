@@ -232,7 +232,10 @@ class Framework:
             if not st.ok:
                 return None, st.with_plugin(p.name)
             if isinstance(result, PreFilterResult) and result.node_names is not None:
-                allowed = result.node_names if allowed is None else allowed & result.node_names
+                names = result.node_names  # a frozenset by the API; any collection of names is taken
+                if type(names) is not frozenset:
+                    names = frozenset(names)
+                allowed = names if allowed is None else allowed & names
         return allowed, Status()
 
     def run_filter(self, state: CycleState, pod: PodInfo, nodes: Iterable[NodeInfo]) -> FilterResult:

@@ -39,10 +39,13 @@ from extender.runtime.profiles import Profiles
 log = logging.getLogger(__name__)
 
 
-def _sent(texts: Mapping[str, str]) -> int:
-    """How many rejections ``texts`` reports (for the decisions counter; ``NodeTexts`` counts
-    without making its dict)."""
-    return texts.sent() if isinstance(texts, NodeTexts) else len(texts)
+def _sent(texts: Mapping[str, str], names: list[str]) -> int:
+    """How many of the request's ``names`` ``texts`` rejects, a name the request repeats counted
+    each time as in "Success" (for the decisions counter; ``NodeTexts`` counts without making
+    its dict)."""
+    if isinstance(texts, NodeTexts):
+        return texts.sent()
+    return sum(map(texts.__contains__, names)) if texts else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +268,8 @@ class SchedulingCycle(VerbContext):
             self._count("filter", verdicts, len(feasible))
         elif self.metrics is not None:
             decisions = self.metrics.decisions
-            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", _sent(outcome.failed)),
-                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", _sent(outcome.unresolvable))):
+            for status, n in (("Success", len(feasible)), ("UNSCHEDULABLE", _sent(outcome.failed, node_names)),
+                              ("UNSCHEDULABLE_AND_UNRESOLVABLE", _sent(outcome.unresolvable, node_names))):
                 if n:
                     decisions.labels("filter", status).inc(n)
         self.explain.record(pod.key, Verdict("filter", pod.uid, self.handle.clock.now(), feasible, verdicts,

@@ -225,6 +225,39 @@ def test_a_claimer_accounted_later_is_noticed_in_both_paths() -> None:
     assert (a.feasible, a.failed) == (b.feasible, b.failed) == (names, {})  # n1: 1 of 2 GPUs used (counted once)
 
 
+def decided(engine: Engine, status: str) -> float:
+    return engine.metrics.registry.get_sample_value(
+        "kube_extender_decisions_total", {"verb": "filter", "status": status}) or 0.0
+
+
+def test_the_decisions_counted_are_the_same_in_both_paths_names_repeated_too() -> None:
+    """A name the request repeats is a verdict each time, rejected as feasible."""
+    fast, slow = engines([make_node("n0").alloc(gpu=1).obj(), make_node("n1").alloc(gpu=4).obj()], [], "binpack",
+                         device_share=False)
+    pod = make_pod("p").uid("uid-p").req(gpu=2).obj()
+    names = ["n0", "n0", "n1", "n1", "ghost", "ghost"]
+    assert on_the_wire(fast.filter(pod, names), names) == on_the_wire(slow.filter(pod, names), names)
+    statuses = ("Success", "UNSCHEDULABLE", "UNSCHEDULABLE_AND_UNRESOLVABLE")
+    assert [decided(fast, s) for s in statuses] == [2, 2, 2]  # n1 twice; ghost twice; n0 (too small) twice
+    assert [decided(slow, s) for s in statuses] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("allowed, names", [
+    (["n1", "n1"], [f"n{i}" for i in range(8)]),
+    (["n1"], [*(f"n{i}" for i in range(8)), "ghost"]),
+    (("n1", "n2"), [f"n{i}" for i in range(8)]),
+], ids=["a list with a repeat", "a list, an unknown candidate", "a tuple"])
+def test_a_prefilter_naming_its_nodes_in_any_collection_is_answered_alike(allowed: Any, names: list[str]) -> None:
+    """``PreFilterResult.node_names`` is a frozenset by the API; a plugin giving a list or a tuple
+    gets the same answer on both paths (the steered one had raised, or named a node twice)."""
+    fast, slow = engines([make_node(f"n{i}").alloc(gpu=2).obj() for i in range(8)], [], "binpack",
+                         device_share=False, steer=allowed)
+    pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
+    a, b = fast.filter(pod, names), slow.filter(pod, names)
+    assert not a.error and a.feasible == b.feasible == sorted(set(allowed))
+    assert on_the_wire(a, names) == on_the_wire(b, names)
+
+
 def test_columns_follow_the_cache_node_by_node() -> None:
     """After binds, deletions and a node leaving and coming back, the columns the batch path reads
     equal columns built afresh from the snapshot, and name the same rows the same."""
