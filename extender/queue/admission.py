@@ -113,6 +113,7 @@ class Admitter:
         self._stop = threading.Event()
         self._seq: int | None = None
         self._verdicts: dict[str, _Verdict] = {}
+        self._stale: set[str] = set()
         self._holds: dict[str, PodInfo] = {}
         """Admitted pods whose capacity is held, by UID."""
 
@@ -137,18 +138,24 @@ class Admitter:
         gated = self.gated()
         live = {p.uid for p in gated}
         self._verdicts = {uid: v for uid, v in self._verdicts.items() if uid in live}
+        self._stale &= live
         for pod in gated:
             wants = set(pod.requests)
             if self.strategy == "StrictFIFO" and wants & blocked:
+                kept = self._verdicts.get(pod.uid)
+                if kept is not None and (full or self.plugins.wakes(pod, kept.plugin, changes)):
+                    self._stale.add(pod.uid)  # woken while blocked: evaluate it once unblocked
                 held[pod.key] = "behind a pod of the queue that wants the same resources (StrictFIFO)"
                 continue
             verdict = self._verdicts.get(pod.uid)
-            if verdict is not None and not full and not self.plugins.wakes(pod, verdict.plugin, changes):
+            if (verdict is not None and not full and pod.uid not in self._stale
+                    and not self.plugins.wakes(pod, verdict.plugin, changes)):
                 held[pod.key] = verdict.reason
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
             evaluated += 1
+            self._stale.discard(pod.uid)
             st = self.plugins.pre_enqueue(pod)
             preempted = not st.ok and self.make_room is not None and self.make_room(pod, st)
             if not st.ok and not preempted:
@@ -179,6 +186,8 @@ class Admitter:
                 held[pod.key] = f"removing the gate failed: {exc}"
                 if node:
                     self._release(pod.uid)
+                if self.strategy == "StrictFIFO":
+                    blocked |= wants
                 continue
             admitted.append(pod.key)
             log.info("admitted", extra={"pod": pod.key, "gate": self.gate})
@@ -233,12 +242,18 @@ class Admitter:
             else:
                 self._release(uid)
 
+    def change_count(self) -> int:
+        """The cluster's change count, once holds whose time is up have ended: reservations expire
+        only when read, and their release is the change that lets the pods behind them in."""
+        self.reservations.node_set()
+        return self.cluster.change_count()
+
     def run_forever(self, interval: float, leading: Callable[[], bool], resync: float = 60.0) -> None:
         """Admit after cluster changes (at most every ``interval`` seconds) and evaluate every gated
         pod every ``resync`` seconds; leader only."""
         seen, last, last_full = -1, float("-inf"), float("-inf")
         while not self._stop.wait(min(0.2, interval)):
-            changes, now = self.cluster.change_count(), time.monotonic()
+            changes, now = self.change_count(), time.monotonic()
             full = now - last_full >= resync
             if not full and (changes == seen or now - last < interval):
                 continue

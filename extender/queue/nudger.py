@@ -37,6 +37,7 @@ the rejection; the fit check looks at the nodes changed since the rejection.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from bisect import bisect_right
@@ -150,12 +151,14 @@ class Nudger:
         self.bucket = TokenBucket(qps, max(1.0, 2 * qps), self.clock.monotonic())
         self.annotation = annotation_prefix + "nudged-at"
         self._seq = self.cluster.changes_since(None)[1]
+        self._added = 0
         self._due: dict[str, PodInfo] = {}
         self._last: dict[str, float] = {}
         self._stop = threading.Event()
 
     def run_once(self) -> list[str]:
         """Touch the pods that are due; returns their keys."""
+        self.queue.reservations.node_set()  # records the release of reservations whose time is up
         for pod in self.queue.wakeups.take_due():
             self._due[pod.uid] = pod
         if self.on_events:
@@ -184,16 +187,24 @@ class Nudger:
         help and that would fit now: a change after the rejection (changes its Filter answer
         already saw, and the pod's own updates - our nudges - do not count) of an event one of its
         rejecting plugins registered and, if the plugin has a queueing hint, that the hint
-        accepts. Every such change counts when the change log has a gap."""
-        changes, self._seq, complete = self.cluster.changes_since(self._seq)
+        accepts. Every such change counts when the change log has a gap. A rejection recorded
+        since the last pass is looked at from its own snapshot's change on, even if an earlier
+        pass read those changes already (Filter answered from a view older than that pass)."""
+        prev, rejections = self._seq, self.queue.unschedulable_pods.list()
+        fresh = {r.pod.uid for r in rejections if r.added > self._added}
+        self._added = max([self._added, *(r.added for r in rejections)])
+        start = min([prev, *(r.seq for r in rejections if r.pod.uid in fresh)])
+        changes, self._seq, complete = self.cluster.changes_since(start)
         if not changes:
             return
         index = ChangeIndex(changes)
         taken: dict[str, list[PodInfo]] = {}
         """Where the pods made due in this pass would go: their places are not free for the next."""
         candidates: dict[str, Rejection] = {}
-        for r in self.queue.unschedulable_pods.list():
+        for r in rejections:
             pod = r.pod
+            if pod.uid not in fresh and r.seq < prev:
+                r = dataclasses.replace(r, seq=prev)  # the changes up to prev were looked at already
             if pod.uid in self._due or not index.any_after(r.seq, pod.key):
                 continue
             current = self.cluster.pending_pod(pod.namespace, pod.name)
@@ -278,6 +289,7 @@ class Nudger:
                     log.exception("nudge pass failed")
             else:
                 self._seq = self.cluster.changes_since(None)[1]
+                self._added = max([self._added, *(r.added for r in self.queue.unschedulable_pods.list())])
 
     def stop(self) -> None:
         self._stop.set()

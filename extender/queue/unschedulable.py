@@ -30,6 +30,8 @@ class Rejection:
     reason: str
     at: float
     seq: int
+    added: int = 0
+    """Grows with every ``add`` (which rejections a reader has seen)."""
 
 
 class UnschedulablePods:
@@ -40,14 +42,16 @@ class UnschedulablePods:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._by_uid: OrderedDict[str, Rejection] = OrderedDict()
+        self._adds = 0
 
     def add(self, pod: PodInfo, rejected: Mapping[str, Status], seq: int) -> None:
         """Every node rejected ``pod`` (``rejected``: node -> status) in an answer made from the
         cache as of change ``seq``."""
         reasons = Counter(by_plugin(st) for st in rejected.values())
-        entry = Rejection(pod, frozenset(st.plugin or "extender" for st in rejected.values()),
-                          reasons.most_common(1)[0][0], self.clock.monotonic(), seq)
         with self._lock:
+            self._adds += 1
+            entry = Rejection(pod, frozenset(st.plugin or "extender" for st in rejected.values()),
+                              reasons.most_common(1)[0][0], self.clock.monotonic(), seq, self._adds)
             self._by_uid[pod.uid] = entry
             self._by_uid.move_to_end(pod.uid)
             while len(self._by_uid) > self.capacity:

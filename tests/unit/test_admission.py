@@ -11,6 +11,7 @@ from conftest import config_of
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
 
 GATE = "kube-extender.io/admission"
 
@@ -193,3 +194,33 @@ def test_a_pod_held_at_the_gate_says_why_once_per_verdict() -> None:
     cluster.delete_pod("default", "running")
     assert admitter.run_once().admitted == ["default/big"]
     assert len([e for e in cluster.events if e["object"] == "default/big"]) == 1
+
+
+def test_an_expired_admission_hold_is_a_change_the_loop_sees() -> None:
+    """kube-scheduler never bound p30 and p20: their holds time out, and the loop's look at the
+    cluster must count that as a change (a pass), not wait for the next resync."""
+    clock = FakeClock()
+    admitter, _, cluster = admitted_world(clock)
+    assert admitter.run_once().admitted == ["default/p30", "default/p20"]
+    before = admitter.change_count()
+    clock.advance(31)
+    assert admitter.change_count() > before
+    assert admitter.run_once().admitted == ["default/p10"]
+
+
+def test_strict_fifo_head_whose_gate_removal_failed_still_blocks_the_pods_behind_it() -> None:
+    admitter, cluster = setup([gated("big", 4, 100, "2026-01-01T00:00:00Z"),
+                               gated("small", 1, 10, "2026-01-01T00:00:01Z")], "StrictFIFO")
+    real = admitter.writer.remove_scheduling_gate
+    failures = iter([True])
+
+    def flaky(namespace: str, name: str, gate: str, uid: str | None = None) -> None:
+        if name == "big" and next(failures, False):
+            raise WriteError("etcdserver: request timed out")  # transient, not a conflict
+        real(namespace, name, gate, uid=uid)
+
+    admitter.writer.remove_scheduling_gate = flaky  # type: ignore[method-assign]
+    first = admitter.run_once()
+    assert first.admitted == [] and "removing the gate failed" in first.held["default/big"]
+    assert gates(cluster, "small") == [GATE], "small wants the GPUs big (the head) waits for"
+    assert admitter.run_once().admitted == ["default/big"]

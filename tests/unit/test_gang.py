@@ -218,6 +218,25 @@ def test_admission_waits_until_the_group_is_complete() -> None:
     assert sorted(state.admitter.run_once().admitted) == ["default/m0", "default/m1", "default/m2"]
 
 
+def test_strict_fifo_a_pod_woken_while_blocked_is_evaluated_once_unblocked() -> None:
+    """b waits for room; the room comes while b is blocked behind a group still incomplete: once
+    the group is admitted, b must be too, not wait for a resync."""
+    def at_gate(pod: dict[str, Any], priority: int = 0) -> dict[str, Any]:
+        pod["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+        pod["spec"]["priority"] = priority
+        return pod
+
+    running = make_pod("running").uid("r").req(gpu=4).node("n1").obj()
+    state, cluster = gang_state({"n1": 4}, [at_gate(make_pod("b").uid("u-b").req(gpu=1).obj()), running],
+                                config={"admission": {"strategy": "StrictFIFO"}})
+    assert "NodeResources" in state.admitter.run_once().held["default/b"]  # the node is full
+    cluster.add_pod(at_gate(member("h0", group="h", size=2), 100))  # ahead of b, waits for its group
+    cluster.delete_pod("default", "running")  # what b waited for
+    assert "StrictFIFO" in state.admitter.run_once().held["default/b"]
+    cluster.add_pod(at_gate(member("h1", group="h", size=2), 100))
+    assert sorted(state.admitter.run_once().admitted) == ["default/b", "default/h0", "default/h1"]
+
+
 def test_a_group_admitted_at_the_gate_is_held_once_when_planned() -> None:
     """Admission holds each admitted member's capacity; the group's plan holds it from then on,
     and the admission holds end - else other pods would see it taken twice."""

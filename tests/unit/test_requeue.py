@@ -186,3 +186,35 @@ def test_a_replica_that_was_not_leading_skips_the_changes_of_that_time() -> None
     assert nudged(cluster) == [] and [r.pod.name for r in engine.queue.unschedulable_pods.list()] == ["p0"]
     cluster.add_node(make_node("n2").alloc(gpu=1).obj())
     assert nudger.run_once() == ["default/p0"], "changes after it leads again count"
+
+
+def test_a_change_between_a_rejections_snapshot_and_its_record_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filter judged p0 from a snapshot; the capacity is freed and a nudge pass runs (another
+    thread) before Filter records the rejection: the next pass must still see that change."""
+    engine, nudger, cluster, _ = setup(pending=0)
+    cluster.add_pod(make_pod("p0").uid("u-p0").req(gpu=1).obj())
+    record = engine.queue.unschedulable
+
+    def meanwhile(pod: Any, rejected: Any, seq: int) -> None:
+        cluster.delete_pod("default", "running")  # applied after Filter's snapshot
+        assert nudger.run_once() == []  # nothing rejected yet
+        record(pod, rejected, seq)
+
+    monkeypatch.setattr(engine.queue, "unschedulable", meanwhile)
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # from the stale view
+    assert nudger.run_once() == ["default/p0"] and nudged(cluster) == ["p0"]
+
+
+def test_a_reservation_that_expires_nudges_the_pods_it_kept_out() -> None:
+    """Reservations expire only when read: the nudge pass reads them, so their release is seen."""
+    from test_gang import filter_pod, gang_state, group_of
+
+    clock = FakeClock()
+    low = make_pod("low").uid("u-low").req(gpu=1).obj()
+    state, cluster = gang_state({"n1": 2}, group_of("a", 2) + [low], clock=clock,
+                                config={"requeue": {"nudge": True}}, reservationTimeout="10s")
+    assert filter_pod(state.engine, cluster, "a0", ["n1"]).feasible == ["n1"]  # a's plan holds both GPUs
+    assert filter_pod(state.engine, cluster, "low", ["n1"]).failed == {"n1": "Insufficient example.com/gpu"}
+    assert state.nudger.run_once() == []
+    clock.advance(11)  # a1 never came: the plan expires
+    assert state.nudger.run_once() == ["default/low"]
