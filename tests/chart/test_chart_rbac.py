@@ -23,6 +23,7 @@ def expected_rules(v: dict[str, Any]) -> list[dict[str, Any]]:
         rules.append({"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]})
     if f["preemption"]:
         rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+    if f["binding"] or f["preemption"]:  # nominations: set by preemption, cleared by a bind that displaced them
         rules.append({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]})
     rules.append({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]})
     if v["config"]["kubernetes"]["events"]:

@@ -47,7 +47,7 @@ NEGATIVE: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
                             "config": {"requeue": {"nudge": True}}}, (),
      "patch pods to nudge them (config.requeue.nudge)"),
     ("binding-without-rbac", {"rbac": {"create": False}}, (),
-     "create pods/binding and patch pods (features.binding)"),
+     "create pods/binding and patch pods and pods/status (features.binding)"),
     ("binding-without-bind-verb", {"config": {"extender": {"bindVerb": ""}}}, (),
      "features.binding=true needs config.extender.bindVerb"),
     ("client-verification-without-ca", {"tls": {"enabled": True, "secretName": "t", "scheduler": {"caFile": "/ca"},

@@ -446,6 +446,8 @@ exec:
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
+{{- end }}
+{{- if or $f.binding $f.preemption }}
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]

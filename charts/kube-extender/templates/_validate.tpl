@@ -87,7 +87,7 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- /* RBAC and the ServiceAccount */ -}}
 {{- if and (not $v.rbac.create) (or $v.serviceAccount.create (not $v.serviceAccount.name)) -}}
 {{- $needs := list "list/watch pods and nodes" -}}
-{{- if $f.binding -}}{{- $needs = append $needs "create pods/binding and patch pods (features.binding)" -}}{{- end -}}
+{{- if $f.binding -}}{{- $needs = append $needs "create pods/binding and patch pods and pods/status (features.binding)" -}}{{- end -}}
 {{- if $f.schedulingGates -}}{{- $needs = append $needs "patch pods to lift scheduling gates (features.schedulingGates)" -}}{{- end -}}
 {{- if $c.requeue.nudge -}}{{- $needs = append $needs "patch pods to nudge them (config.requeue.nudge)" -}}{{- end -}}
 {{- if $f.preemption -}}{{- $needs = append $needs "create pods/eviction and patch pods/status (features.preemption)" -}}{{- end -}}
