@@ -201,10 +201,16 @@ class _Extender(_Strict):
 
     @validates_schema
     def check(self, data: dict[str, Any], **_: Any) -> None:
+        seen: dict[str, str] = {}
         for key in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb"):
             verb = data.get(key, "")
             if verb and not re.fullmatch(r"[A-Za-z0-9._~-]+", verb):
                 raise ValidationError("must be a single URL path segment", key)
+            if verb in seen:
+                raise ValidationError(f"the same path segment as {seen[verb]} ({verb!r}): one verb would answer "
+                                      "the other's requests", key)
+            if verb:
+                seen[verb] = key
         if data.get("httpTimeout", 5.0) == 0:
             raise ValidationError("must be positive (kube-scheduler treats 0 as 5s; say 5s)", "httpTimeout")
 
@@ -314,6 +320,15 @@ class _Profile(_Strict):
     schedulerName = fields.String(required=True, validate=validate.Length(min=1))
     plugins = fields.Nested(_Plugins, load_default=dict)
     pluginConfig = fields.List(fields.Nested(_PluginConfig), load_default=list)
+
+    @validates_schema
+    def one_config_per_plugin(self, data: dict[str, Any], **_: Any) -> None:
+        """As kube-scheduler: a plugin's args are given once (a second entry would silently win)."""
+        seen: set[str] = set()
+        for i, entry in enumerate(data.get("pluginConfig") or ()):
+            if entry["name"] in seen:
+                raise ValidationError({"pluginConfig": {i: {"name": [f"repeated config for plugin {entry['name']}"]}}})
+            seen.add(entry["name"])
 
 
 class _Config(_Strict):
@@ -459,9 +474,14 @@ class ExtenderConfig:
         return frozenset(r.name for r in self.managed_resources)
 
     def with_server(self, **changes: Any) -> ExtenderConfig:
-        """A copy with server settings overridden (CLI flags); the default urlPrefix follows."""
+        """A copy with server settings overridden (CLI flags, checked as the file's keys are: a
+        ConfigError names the flag); the default urlPrefix follows."""
         from dataclasses import replace
-        server = replace(self.server, **{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        errors = _Server().validate({k: v for k, v in given.items() if k in ("port", "threads")})
+        if errors:
+            raise ConfigError([(f"--{path}", text) for path, text in flatten(errors)], "the command line")
+        server = replace(self.server, **given)
         link = self.extender
         if not self.raw.get("extender", {}).get("urlPrefix"):
             link = replace(link, url_prefix=_default_url(server))
@@ -514,7 +534,8 @@ class ExtenderConfig:
 
 def _default_url(server: ServerConfig) -> str:
     scheme = "https" if server.tls.enabled else "http"
-    return f"{scheme}://{server.host}:{server.port}{server.path_prefix}"
+    host = f"[{server.host}]" if ":" in server.host else server.host  # an IPv6 address in a URL
+    return f"{scheme}://{host}:{server.port}{server.path_prefix}"
 
 
 def _profile(data: Mapping[str, Any]) -> ProfileSpec:
@@ -591,11 +612,36 @@ def load_config(path: str | Path | None) -> ExtenderConfig:
         return default_config()
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([("", f"not UTF-8 text: {exc}")], str(p)) from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader that refuses repeated keys
+    except _RepeatedKey as exc:
+        raise ConfigError([(exc.path, f"repeated key (line {exc.line}): the earlier value would be lost")],
+                          str(p)) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([("", f"not valid YAML: {exc}")], str(p)) from exc
     return parse_config(raw, str(p))
+
+
+class _RepeatedKey(yaml.YAMLError):
+    def __init__(self, path: str, line: int) -> None:
+        super().__init__(path)
+        self.path, self.line = path, line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, but a key repeated in one mapping is an error (as Kubernetes' strict
+    decoding says "duplicate field"), not the last value silently winning."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise _RepeatedKey(str(key), key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep)

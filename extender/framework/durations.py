@@ -3,6 +3,8 @@ and plugin args."""
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Any
 
@@ -16,6 +18,8 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("not a duration")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a finite duration")
         return float(value)
     if isinstance(value, str) and _DURATION.match(value.strip()):
         return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))

@@ -90,6 +90,11 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
             return None
         try:
             instances[name] = plugin_spec.factory(args, handle)
+        except ArgsError as exc:  # args that parse but do not fit the configuration (the factory knows it)
+            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""),
+                             text + (f" ({who})" if installed else ""))
+                            for key, text in flatten(exc.messages, schema=exc.schema))
+            return None
         except Exception as exc:  # noqa: BLE001 - likewise a factory's
             problems.append((where, f"{who} could not be built: {type(exc).__name__}: {exc}"))
             return None
@@ -107,13 +112,14 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         user = spec.plugins.get(point, PluginSet())
         disabled = set(user.disabled) | disabled_multi
         explicit = {ref.name for ref in user.enabled}
+        reweighted = {ref.name: ref.weight for ref in multi.enabled}  # a default named in multiPoint: its weight
         chosen: list[tuple[Plugin, int]] = []
         for i, ref in enumerate(defaults.enabled):
             if "*" in disabled or ref.name in disabled or ref.name in explicit:
                 continue
             plugin = instance(ref.name, f"defaults[{i}]")
             if plugin is not None and isinstance(plugin, proto):
-                chosen.append((plugin, ref.weight))
+                chosen.append((plugin, reweighted.get(ref.name, ref.weight)))
         for i, ref in enumerate(multi.enabled):
             plugin = instance(ref.name, f"{path}.plugins.multiPoint.enabled[{i}].name")
             if (plugin is not None and isinstance(plugin, proto) and ref.name not in explicit

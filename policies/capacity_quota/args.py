@@ -48,6 +48,8 @@ class QuotaArgsSchema(Schema):
             if not namespace:
                 problems[namespace] = ["a namespace name must not be empty"]
                 continue
+            if "min" not in quota or "max" not in quota:
+                continue  # its own field's problem (null, say) is what is reported
             problem, _spec = QuotaSpec.from_amounts(namespace, quota["min"], quota["max"], SOURCE)
             if problem:
                 problems[namespace] = [problem]

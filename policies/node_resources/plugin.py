@@ -20,7 +20,7 @@ from extender.framework.handle import Handle
 from extender.framework.interfaces import Victim
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
-from extender.framework.registration import PluginSpec
+from extender.framework.registration import ArgsError, PluginSpec
 from extender.framework.registration import schema_parser as parser
 from policies.node_resources import logic
 from policies.node_resources.args import NodeResourcesArgs, NodeResourcesArgsSchema
@@ -37,6 +37,11 @@ class NodeResources:
     def __init__(self, args: NodeResourcesArgs, handle: Handle) -> None:
         self.handle = handle
         self.most_allocated = args.strategy == "MostAllocated"
+        unmanaged = sorted(set(args.weights) - set(handle.managed_resources))
+        if unmanaged:  # weights it would never use, and the managed resources then scored by none
+            raise ArgsError({"scoringStrategy": {"resources": [
+                f"{', '.join(unmanaged)}: not a managed resource (managedResources: "
+                f"{', '.join(sorted(handle.managed_resources)) or 'none'})"]}})
         self.weights = dict(args.weights) or {r: 1 for r in handle.managed_resources}
         self._rejections: dict[tuple[str, int, int, int | None], Status] = {}
         self._reasons: dict[tuple[str, logic.Lack], str] = {}

@@ -33,6 +33,12 @@ def test_defaults_manage_example_gpu_with_all_verbs() -> None:
     ({"extender": {"httpTimeout": "5 seconds"}}, "extender.httpTimeout"),
     ({"extender": {"weight": 0}}, "extender.weight"),
     ({"extender": {"filterVerb": "a/b"}}, "extender.filterVerb"),
+    ({"extender": {"filterVerb": "filter", "prioritizeVerb": "filter"}}, "extender.prioritizeVerb"),
+    ({"extender": {"httpTimeout": float("inf")}}, "extender.httpTimeout"),
+    ({"cache": {"assumedPodTTL": float("nan")}}, "cache.assumedPodTTL"),
+    ({"profiles": [{"schedulerName": "a", "pluginConfig": [
+        {"name": "NodeResources", "args": {"scoringStrategy": {"type": "LeastAllocated"}}},
+        {"name": "NodeResources", "args": {}}]}]}, "profiles[0].pluginConfig[1].name"),
     ({"cache": {"assumedPodTTL": "-1s"}}, "cache.assumedPodTTL"),
     ({"admission": {"interval": 0}}, "admission.interval"),
     ({"admission": {"resync": "100ms"}}, "admission.resync"),
@@ -129,6 +135,14 @@ def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Pat
      "profiles[0].pluginConfig[Gang].args.reservationTimeout"),
     ({"schedulerName": "s", "pluginConfig": [{"name": "PrioritySort", "args": {"x": 1}}]},
      "profiles[0].pluginConfig[PrioritySort].args"),
+    ({"schedulerName": "s", "pluginConfig": [{"name": "NodeResources", "args": {"scoringStrategy": {
+        "resources": [{"name": "example.com/gpus"}]}}}]},  # a typo: no managed resource would be scored
+     "profiles[0].pluginConfig[NodeResources].args.scoringStrategy.resources"),
+    ({"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "CapacityQuota"}]}},
+      "pluginConfig": [{"name": "CapacityQuota", "args": {"quotas": {"team-a": {"min": None}}}}]},
+     "profiles[0].pluginConfig[CapacityQuota].args.quotas.team-a.min"),
+    ({"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "NodeResources", "weight": 500}]}}},
+     "profiles[0].plugins.score"),
 ])
 def test_plugin_problems_are_config_errors_at_app_build(profile: dict, path: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -141,6 +155,12 @@ def test_durations(text: Any, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), True, "soon"])
+def test_what_is_no_duration(value: Any) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(value)
+
+
 def test_load_config_from_file_and_unreadable(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text("apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\nserver: {port: 9999}\n")
@@ -150,6 +170,46 @@ def test_load_config_from_file_and_unreadable(tmp_path: Path) -> None:
     f.write_text("a: [")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(f)
+
+
+@pytest.mark.parametrize("content, path, message", [
+    (b"server:\n  host: \xff\n", "", "not UTF-8 text"),  # a Latin-1 file, say
+    (b"server:\n  port: 9000\nserver:\n  host: 0.0.0.0\n", "server", "repeated key (line 3)"),
+    (b"server:\n  port: 9000\n  port: 9001\n", "port", "repeated key (line 3)"),
+], ids=["not UTF-8", "a section twice", "a key twice"])
+def test_a_file_that_would_be_misread_is_a_config_error(tmp_path: Path, content: bytes, path: str,
+                                                        message: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    ((where, text),) = err.value.problems
+    assert where == path and text.startswith(message) and err.value.source == str(f)
+
+
+def test_a_default_plugin_named_in_multipoint_takes_its_weight() -> None:
+    """As kube-scheduler merges plugin sets: the user's multiPoint entry replaces the default's."""
+    app = create_app(config_of(profiles=[{"schedulerName": "default-scheduler", "plugins": {
+        "multiPoint": {"enabled": [{"name": "NodeResources", "weight": 5}]}}}]), source=MemoryCluster())
+    points = app.test_client().get("/debug/config").get_json()["profiles"][0]["extensionPoints"]
+    assert points["score"] == [{"name": "NodeResources", "weight": 5}]
+
+
+def test_the_default_url_of_an_ipv6_host_is_a_url() -> None:
+    import urllib.parse
+
+    url = config_of(server={"host": "::1"}).extender.url_prefix
+    parts = urllib.parse.urlsplit(url)
+    assert (url, parts.hostname, parts.port) == ("http://[::1]:8888/scheduler", "::1", 8888)
+
+
+@pytest.mark.parametrize("flags, problem", [
+    ({"port": 70000}, "--port"), ({"port": 0}, "--port"), ({"threads": 0}, "--threads"),
+])
+def test_serve_flags_are_checked_as_the_keys_they_override(flags: dict[str, int], problem: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_of().with_server(**flags)
+    assert [p for p, _ in err.value.problems] == [problem]
 
 
 def test_gang_with_an_ignorable_extender_is_refused() -> None:
