@@ -108,7 +108,8 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
             if placed is not None:
                 body["state"] = "assumed" if engine.cache.is_assumed(uid) else "bound"
                 body["node"] = placed.node_name
-        max_nodes = int(request.args.get("max", 200)) if request.args.get("max", "").isdigit() else 200
+        text = request.args.get("max", "")
+        max_nodes = int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 200
         body["verdicts"] = {verb: v.as_dict(max_nodes) for verb, v in (verdicts or {}).items()}
         if pending is not None and quota_plugins:
             body["quota"] = quota_plugins[0].quota_verdict(pending) or "within its namespace's quota"

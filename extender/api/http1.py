@@ -154,11 +154,18 @@ class _Reader:
         self._body: list[bytes] = []
         self._size = 0
         self._chunked = False
+        self._length = 0
+        """The request's Content-Length (0: none)."""
+        self._raw_left = 0
+        """Body bytes still owed to ``_pending``, read by hand after an Upgrade stopped the parser
+        (llhttp completes such a request at the end of its head)."""
+        self._pending: Request | None = None
 
     # ---- httptools callbacks ----
     def on_message_begin(self) -> None:
         self.started, self.head_done, self.expects_continue = True, False, False
         self._url, self._headers, self._body, self._size, self._chunked = b"", [], [], 0, False
+        self._length = 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -183,8 +190,10 @@ class _Reader:
                 if value.strip().lower() != b"chunked":
                     raise Refused(501, f"Unsupported transfer coding: {value.decode('latin-1')!r}")
                 self._chunked = True
-            elif lname == b"content-length" and limit and int(value) > limit:
-                raise Refused(413, too_large(limit))
+            elif lname == b"content-length":
+                self._length = int(value)
+                if limit and self._length > limit:
+                    raise Refused(413, too_large(limit))
             elif lname == b"expect":
                 if value.strip().lower() != b"100-continue":
                     raise Refused(417, f"Unable to comply with expectation: {value.decode('latin-1')!r}")
@@ -204,17 +213,38 @@ class _Reader:
                                   not parser.should_keep_alive() or self._chunked))
         self.started = False
 
+    def _take_raw(self, data: bytes) -> None:
+        """The next bytes of ``_pending``'s body; it is ready once all have come."""
+        assert self._pending is not None
+        part = data[:self._raw_left]
+        self._pending.body += part
+        self._raw_left -= len(part)
+        if not self._raw_left:
+            self.ready.append(self._pending)
+            self._pending, self.started = None, False
+        else:
+            self.started = self.head_done = True
+
     def feed(self, data: bytes) -> None:
         """Parse ``data``; Refused for what the connection must answer itself."""
+        if self._raw_left:
+            self._take_raw(data)
+            return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+        except httptools.HttpParserUpgrade as exc:
             # Upgrade or CONNECT: answered as a plain request, then the connection closes (the
             # server speaks nothing else; the rest of the bytes are not HTTP/1.1).
-            if self.ready:
-                self.ready[-1].close = True
-            else:
+            if not self.ready:
                 raise Refused(400, "Upgrade without a complete request") from None
+            self.ready[-1].close = True
+            if self._chunked:
+                self.ready.pop()
+                raise Refused(501, "a chunked body with Upgrade is not supported") from None
+            if self._length:  # llhttp left the body unread: take it as it comes
+                self._raw_left = self._length
+                self._pending = self.ready.pop()
+                self._take_raw(data[exc.args[0]:])
         except httptools.HttpParserCallbackError as exc:
             if isinstance(exc.__context__, Refused):
                 raise exc.__context__ from None
@@ -268,6 +298,9 @@ class Connection:
         unturned = 0
         while True:
             while not reader.ready:
+                if reader.started and reader.head_done and reader.expects_continue and not continued:
+                    self._write(_CONTINUE)
+                    continued = True
                 self.idle = not reader.started
                 self.since, self.waiting = time.monotonic(), True
                 try:
@@ -289,9 +322,6 @@ class Connection:
                 if head_bytes > self._head_limit:
                     self._write(error_reply(431, f"Request head larger than {self._head_limit} bytes"))
                     return
-                if reader.started and reader.head_done and reader.expects_continue and not continued:
-                    self._write(_CONTINUE)
-                    continued = True
             continued = False
             unturned += 1
             if unturned == TURN_EVERY:

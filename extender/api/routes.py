@@ -149,7 +149,8 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
             data = request.get_data()
         except ParseException as exc:
             raise wire.BadRequest(f"request body could not be read: {type(exc).__name__}: {exc}") from exc
-        if request.content_length is None and limit and len(data) >= limit:
+        if request.content_length is None and limit and len(data) >= limit \
+                and request.environ["wsgi.input"].read(1):  # werkzeug stops at the limit: one byte more?
             raise RequestEntityTooLarge()
         if request.content_length is not None and len(data) < request.content_length:
             raise wire.BadRequest(f"request body ended after {len(data)} of the {request.content_length} bytes "

@@ -348,6 +348,19 @@ def test_chunked_request_over_the_limit_is_413(serve: Callable[..., Server]) -> 
     assert status == 413, reply
 
 
+
+@pytest.mark.parametrize("worker", ["gevent", "gthread"])
+@pytest.mark.parametrize("extra", [0, 1], ids=["exactly the limit", "one byte over"])
+def test_a_chunked_body_is_413_only_over_the_limit(serve: Callable[..., Server], worker: str, extra: int) -> None:
+    server = serve(SMOKE, config="apiVersion: kube-extender.io/v1alpha1\nkind: ExtenderConfiguration\n"
+                                 f"server: {{maxRequestBytes: 8Ki, worker: {worker}}}\n")
+    doc = {"Pod": pod("trainer-0", 1, TRAINER_0), "Nodes": None, "NodeNames": SMOKE_NODES, "Padding": ""}
+    doc["Padding"] = "x" * (8192 + extra - len(json.dumps(doc).encode()))
+    body = json.dumps(doc).encode()
+    assert len(body) == 8192 + extra
+    status, reply = _chunked_post(server, "/scheduler/filter", body)
+    assert status == (413 if extra else 200), reply
+
 # ---- concurrency: binds race, capacity holds -------------------------------------------------------
 
 @pytest.mark.parametrize("retries", [False, True], ids=["one-bind-per-pod", "every-bind-retried"])

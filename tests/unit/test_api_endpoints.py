@@ -678,6 +678,16 @@ def test_debug_pod_explains_the_last_filter(env: Env) -> None:
     assert body["state"] == "bound" and body["node"] == "free"
 
 
+@pytest.mark.parametrize("value, shown", [("1", 1), ("%C2%B2", 4), ("9" * 5000, 4), ("-1", 4)],
+                         ids=["one", "a superscript two", "5,000 digits", "negative"])
+def test_debug_pod_max_limits_the_nodes_named_and_anything_else_means_the_default(env: Env, value: str,
+                                                                                   shown: int) -> None:
+    env.filter(P1, [*ALL, "ghost"])
+    resp = env.client.get(f"/debug/pods/default/p1?max={value}")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert len(resp.get_json()["verdicts"]["filter"]["rejected"]) == shown
+
+
 @pytest.mark.parametrize("path", ["/debug/pods/default/nobody", "/debug/pods/elsewhere/p1"])
 def test_debug_pod_unknown_is_404_json(env: Env, path: str) -> None:
     resp = env.client.get(path)

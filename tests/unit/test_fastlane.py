@@ -457,3 +457,35 @@ def test_the_sweep_asks_every_connection_with_the_keep_alive_limit(keepalive: in
     worker = SimpleNamespace(cfg=SimpleNamespace(keepalive=keepalive, timeout=timeout), _connections=[connection])
     FastLaneWorker._sweep(worker)  # type: ignore[arg-type]
     assert asked == [(limit, limit)]
+
+
+UPGRADE = ("Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA")
+"""What ``curl --http2 http://...`` adds to a POST: the server does not upgrade, and answers as HTTP/1.1."""
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["sent at once", "the body sent later"])
+def test_a_post_offering_an_upgrade_is_answered_with_its_body(lane: Lane, split: bool) -> None:
+    request = post("/scheduler/filter", args(), *UPGRADE)
+    cut = len(request) - len(args()) // 2 if split else len(request)
+    lane.send(request[:cut])
+    lane.send(request[cut:])
+    status, headers, body = lane.reply()
+    assert status == 200, json.loads(body)
+    assert json.loads(body)["NodeNames"] == ["n1", "n2"] and headers["connection"] == "close"
+
+
+def test_a_chunked_post_offering_an_upgrade_is_refused_not_answered_without_its_body(lane: Lane) -> None:
+    body = args()
+    lane.send(post("/scheduler/filter", b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body), *UPGRADE,
+                   "Transfer-Encoding: chunked", length=-1))
+    assert lane.reply()[0] == 501
+
+
+def test_the_100_continue_of_a_pipelined_request_comes_after_the_answer_before_it(lane: Lane) -> None:
+    first = post("/scheduler/filter", args())
+    second = post("/scheduler/filter", b"", "Expect: 100-continue", length=len(args()))
+    lane.send(first + second)  # request 1 whole, then request 2's head: it waits for its 100
+    assert lane.reply()[0] == 200, "request 1's answer comes first"
+    assert lane.reply()[0] == 100, "then request 2's 100 Continue"
+    lane.send(args())
+    assert lane.reply()[0] == 200
