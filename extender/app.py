@@ -219,7 +219,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     queue = handle.queue
     metrics.watch_cache(cache.sizes)
 
-    app = Flask("kube-extender")
+    app = Flask("kube-extender", static_folder=None)  # no /static route: it would serve the working directory's static/
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     summary = describe(config, frameworks, registry)

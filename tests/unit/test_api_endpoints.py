@@ -451,6 +451,18 @@ def test_unknown_paths_are_404_json(env: Env, method: str, path: str) -> None:
     assert payload["error"] == "not found" and path in payload["message"]
 
 
+def test_no_file_of_the_working_directory_is_served(make_app: Callable[..., Any], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flask serves ``./static/`` at /static unless told not to: the server started in a
+    directory holding one must not hand its files out."""
+    (tmp_path / "static").mkdir()
+    (tmp_path / "static" / "secret.txt").write_text("password")
+    monkeypatch.chdir(tmp_path)
+    app, _ = make_app(nodes(), pods())
+    resp = app.test_client().get("/static/secret.txt")
+    assert resp.status_code == 404 and resp.mimetype == "application/json"
+
+
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
 @pytest.mark.parametrize("verb", VERBS)
 def test_wrong_method_on_a_verb_is_405_json(env: Env, verb: str, method: str) -> None:
