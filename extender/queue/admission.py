@@ -30,9 +30,9 @@ it is then admitted, nominated to that node, and the nomination holds the room i
 admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
-the plugin's message) whenever its verdict is new or changes, so ``kubectl describe pod`` tells
-a pod waiting for its group's other members from one waiting for room. Repeats of the same
-verdict write nothing.
+the plugin's message - or, kept behind the head under StrictFIFO, that) whenever why is new or
+changes, so ``kubectl describe pod`` tells a pod waiting for its group's other members from one
+waiting for room or for the pods ahead of it. Repeats of the same reason write nothing.
 
 Queueing hints: a pod a PreEnqueue plugin held is evaluated again only after a cluster event that
 plugin declared (``events_to_register`` / ``queueing_hint``, see ``extender.framework.events``)
@@ -58,6 +58,9 @@ from extender.queue.queue import SchedulingQueue, admission_owner
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
+
+BLOCKED = "behind a pod of the queue that wants the same resources (StrictFIFO)"
+"""Why a pod that StrictFIFO keeps behind the head stays gated."""
 
 NO_ROOM = "admission"
 """The verdict's plugin when PreEnqueue admitted a pod but no node has room for it once the
@@ -114,6 +117,8 @@ class Admitter:
         self._seq: int | None = None
         self._verdicts: dict[str, _Verdict] = {}
         self._stale: set[str] = set()
+        self._said: dict[str, str] = {}
+        """What the last WaitingForAdmission Event on each gated pod said, by UID."""
         self._holds: dict[str, PodInfo] = {}
         """Admitted pods whose capacity is held, by UID."""
 
@@ -139,13 +144,15 @@ class Admitter:
         live = {p.uid for p in gated}
         self._verdicts = {uid: v for uid, v in self._verdicts.items() if uid in live}
         self._stale &= live
+        self._said = {uid: text for uid, text in self._said.items() if uid in live}
         for pod in gated:
             wants = set(pod.requests)
             if self.strategy == "StrictFIFO" and wants & blocked:
                 kept = self._verdicts.get(pod.uid)
                 if kept is not None and (full or self.plugins.wakes(pod, kept.plugin, changes)):
                     self._stale.add(pod.uid)  # woken while blocked: evaluate it once unblocked
-                held[pod.key] = "behind a pod of the queue that wants the same resources (StrictFIFO)"
+                held[pod.key] = BLOCKED
+                self._say(pod, BLOCKED)
                 continue
             verdict = self._verdicts.get(pod.uid)
             if (verdict is not None and not full and pod.uid not in self._stale
@@ -199,13 +206,19 @@ class Admitter:
         return self.last
 
     def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
-        """Keep ``verdict`` for the pod and, when it is new, say it on the pod (best effort)."""
-        if self._verdicts.get(pod.uid) == verdict:
-            return
+        """Keep ``verdict`` for the pod and say it on the pod."""
         self._verdicts[pod.uid] = verdict
+        self._say(pod, verdict.reason)
+
+    def _say(self, pod: PodInfo, reason: str) -> None:
+        """Why ``pod`` stays gated, as an Event on it when that is not what it said last (best
+        effort)."""
+        if self._said.get(pod.uid) == reason:
+            return
+        self._said[pod.uid] = reason
         try:
             self.writer.record_event(pod.raw, type_="Normal", reason="WaitingForAdmission",
-                                     message=f"held at scheduling gate {self.gate}: {verdict.reason}")
+                                     message=f"held at scheduling gate {self.gate}: {reason}")
         except Exception:  # noqa: BLE001 - events are best effort
             log.debug("event not recorded", exc_info=True)
 

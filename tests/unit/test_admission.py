@@ -196,6 +196,21 @@ def test_a_pod_held_at_the_gate_says_why_once_per_verdict() -> None:
     assert len([e for e in cluster.events if e["object"] == "default/big"]) == 1
 
 
+def test_a_pod_kept_behind_the_head_under_strict_fifo_says_so_once() -> None:
+    admitter, cluster = setup([gated("big", 4, 100, "2026-01-01T00:00:00Z"),
+                               gated("small", 1, 10, "2026-01-01T00:00:01Z"),
+                               make_pod("running").uid("r").req(gpu=1).node("n1").obj()], "StrictFIFO")
+    admitter.run_once()
+    admitter.run_once(full=True)
+
+    def said(name: str) -> list[str]:
+        return [e["message"] for e in cluster.events if e["object"] == f"default/{name}"]
+
+    assert said("small") == [f"held at scheduling gate {GATE}: behind a pod of the queue that wants the same "
+                             "resources (StrictFIFO)"]
+    assert len(said("big")) == 1
+
+
 def test_an_expired_admission_hold_is_a_change_the_loop_sees() -> None:
     """kube-scheduler never bound p30 and p20: their holds time out, and the loop's look at the
     cluster must count that as a change (a pass), not wait for the next resync."""
