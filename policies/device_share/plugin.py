@@ -3,10 +3,11 @@ preempt verb.
 
 Device usage on a node is derived from the pods accounted there, in this order of trust: the
 pod's ``<prefix>devices`` annotation (seeing it retires this process's reservation), a
-reservation made by this process (Reserve, released by Unreserve), the ``devices`` entry of its allocation ledger annotation, and
-finally a deterministic placement of its asks (pods bound by someone else). It is memoized per
-(node, NodeInfo generation, reservation version), so a filter over 500 nodes does not recompute
-unchanged nodes.
+reservation made by this process (Reserve, released by Unreserve), the ``devices`` entry of its
+allocation ledger annotation, and finally a deterministic placement of its asks (pods bound by
+someone else; one that no longer fits is charged where there is most room, never to nothing).
+It is memoized per (node, NodeInfo generation, reservation version), so a filter over 500 nodes
+does not recompute unchanged nodes.
 """
 
 from __future__ import annotations
@@ -57,10 +58,16 @@ class DeviceShare:
     # ---- reading pods and nodes -------------------------------------------------------------
 
     def asks_of(self, pod: PodInfo) -> tuple[logic.Ask, ...]:
-        """Per-container asks from requests (a limit stands in for a missing request)."""
+        """Per-container asks from requests (a limit stands in for a missing request): of the
+        containers and of the sidecars (init containers with ``restartPolicy: Always``, which run
+        beside them for the pod's life). A plain init container's ask is not placed: it ends
+        before the others start."""
         a = self.args
         out = []
-        for c in (pod.raw.get("spec") or {}).get("containers") or ():
+        spec = pod.raw.get("spec") or {}
+        sidecars = [c for c in spec.get("initContainers") or ()
+                    if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+        for c in [*sidecars, *(spec.get("containers") or ())]:
             res = c.get("resources") or {}
             merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
             values = [merged.get(r) for r in (a.memory_resource, a.compute_resource, a.count_resource)]

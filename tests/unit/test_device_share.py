@@ -439,3 +439,19 @@ def test_whole_devices_are_the_lowest_idle_ids_whatever_the_inventory_order() ->
     engine, cluster = engine_over([node], [pod])
     assert engine.bind("default", "p", "u-p", "a") == ""
     assert granted(cluster, "p")["devices"] == [0]
+
+
+def test_a_sidecars_share_is_held_beside_the_containers() -> None:
+    """A sidecar (an init container with restartPolicy: Always) runs for the pod's life: its
+    device share counts like a container's."""
+    x = share_pod("x", 0, node="a")
+    x["spec"]["initContainers"] = [{"name": "side", "image": "x", "restartPolicy": "Always",
+                                    "resources": {"requests": {MEM: "16384"}}}]
+    x["spec"]["containers"][0]["resources"] = {}
+    engine, _ = engine_over([gpu_node("a", {"devices": 1, "memoryMiB": 16384})], [x])
+    assert engine.filter(share_pod("p", 16384), ["a"]).feasible == []
+    plain = share_pod("y", 0, node="a")
+    plain["spec"]["initContainers"] = [{"name": "setup", "image": "x", "resources": {"requests": {MEM: "16384"}}}]
+    plain["spec"]["containers"][0]["resources"] = {}
+    engine, _ = engine_over([gpu_node("a", {"devices": 1, "memoryMiB": 16384})], [plain])
+    assert engine.filter(share_pod("p", 16384), ["a"]).feasible == ["a"], "a plain init container has ended"
