@@ -432,9 +432,11 @@ class Framework:
         return Status(Code.WAIT, ("waiting in Permit",), plugin=", ".join(sorted(timeouts)))
 
     def wait_on_permit(self, pod: PodInfo) -> Status:
+        """After ``run_permit`` answered WAIT: block until the pod is allowed, rejected or timed
+        out. A pod no longer in the room was taken out of it (deleted meanwhile): rejected."""
         wp = self.waiting_pods.get(pod.uid)
         if wp is None:
-            return Status()
+            return Status(Code.UNSCHEDULABLE, ("the pod left the Permit waiting room (deleted)",))
         t0 = time.monotonic()
         try:
             st = wp.wait(self.handle.permit_budget())

@@ -51,6 +51,17 @@ class EngineHandle:
     def __post_init__(self) -> None:
         if self.queue is None:
             self.queue = SchedulingQueue(self.cache, self.clock)
+        self.cache.on_pod_change(self._pod_changed)
+
+    def _pod_changed(self, uid: str, pod: PodInfo | None) -> None:
+        """A pod deleted while it waits in Permit is rejected there (as kube-scheduler's delete
+        handler does) and leaves the room at once: a plugin counting the room - Gang counting a
+        group - must not count it, even before its bind request has woken up."""
+        if pod is None:
+            waiting = self.waiting_pods.get(uid)
+            if waiting is not None:
+                waiting.reject("", "the pod was deleted while it waited in Permit")
+                self.waiting_pods.remove(uid)
 
     @property
     def reservations(self) -> Reservations:

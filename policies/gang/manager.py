@@ -180,6 +180,8 @@ class GroupManager(Generic[W]):
             return PermitDecision(Verdict.BACKING_OFF)
         bound = members if isinstance(members, BoundMembers) else BoundMembers.of(members)
         with self._lock:
+            if self._backoff_until.get(group, 0.0) > self._clock():
+                return PermitDecision(Verdict.BACKING_OFF)  # a member failed since the look above
             allowed = {u for u in self._allowed.get(group, ()) if not bound.is_bound(u)}
             mark = self._room_left() if self._room_left is not None else None
             uids = self._waiting.get(group)
@@ -233,6 +235,8 @@ class GroupManager(Generic[W]):
             self._allowed.pop(group, None)
             self._failed.pop(group, None)
             waiting = tuple(w for u, w in self._in_permit(group) if u != uid)
+            self._waiting.pop(group, None)  # rejected: never counted again, even before they leave the room
+            self._seen.pop(group, None)
         return UnreserveDecision(keep_place=False, reject=waiting)
 
     def _in_permit(self, group: Group, joining: str = "") -> list[tuple[str, W]]:

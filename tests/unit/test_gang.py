@@ -434,6 +434,25 @@ def test_a_failed_plan_is_made_again_when_the_nomination_that_blocked_it_ends(en
     assert again.feasible == ["n1"], again.unresolvable
 
 
+def test_a_member_deleted_while_it_waits_in_permit_no_longer_counts_for_its_group() -> None:
+    """m0 and m1 wait for m2; m1 is deleted meanwhile: m2's arrival must not let the group go
+    with a member that is gone (the deleted pod is rejected in the room, as kube-scheduler does)."""
+    probe = PermitProbe(["m0", "m1", "m2"])
+    engine, cluster = planned({"n1": 8}, group_of("m", 3), probe=probe, points=AFTER_GANG, permitTimeout="1s")
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", "n1")))
+               for n in ("m0", "m1")]
+    for t in threads:
+        t.start()
+    assert probe.through["m0"].wait(5) and probe.through["m1"].wait(5)
+    cluster.delete_pod("default", "m1")
+    results["m2"] = engine.bind("default", "m2", "u-m2", "n1")
+    for t in threads:
+        t.join(10)
+    assert bound(cluster) == set(), results
+    assert "deleted while it waited in Permit" in results["m1"]
+
+
 def test_a_stalled_plan_expires_and_frees_the_capacity(clock: Any) -> None:
     engine, cluster = planned({"n1": 4}, group_of("a", 4) + group_of("b", 4), clock=clock, reservationTimeout="10s")
     assert filter_pod(engine, cluster, "a0", ["n1"]).feasible

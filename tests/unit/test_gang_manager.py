@@ -339,3 +339,23 @@ def test_the_sweep_runs_at_most_every_sweep_interval() -> None:
     gang.clock.advance(1)
     gang.manager.sweep(cluster.observe)
     assert cluster.asked == [G, G]
+
+
+def test_a_member_failing_between_the_back_off_look_and_the_count_stops_the_group() -> None:
+    """a2 passed the back-off check; before it counts, a1 fails (its Unreserve starts the back-off
+    and rejects a0, still in the room): a2 must not let the group go with a0."""
+    group, clock, room, meanwhile = ("default", "g"), FakeClock(), {"a0": "a0"}, []
+
+    def now() -> float:
+        if meanwhile:
+            meanwhile.pop()()
+        return clock.monotonic()
+
+    manager: GroupManager[str] = GroupManager(now, 30.0, lambda g, uid: room.get(uid))
+    assert manager.permit(group, "a0", 2, {}).verdict is Verdict.WAIT
+    failed: list[UnreserveDecision[str]] = []
+    meanwhile.append(lambda: failed.append(manager.unreserve(group, "a1")))
+    room["a2"] = "a2"
+    decision = manager.permit(group, "a2", 2, {})
+    assert failed[0].reject == ("a0",)
+    assert decision.verdict is Verdict.BACKING_OFF, decision
