@@ -213,7 +213,11 @@ class LeaderElector:
             return self._holds()
 
     def _release(self) -> None:
-        """Give the lease up on a clean shutdown, so a standby takes over without waiting."""
+        """Give the lease up on a clean shutdown, so a standby takes over without waiting. This
+        process stops leading first: once the empty holder is written a standby may lead at
+        once, and no write of ours may pass the fence (``is_leader``) after that."""
+        with self._lock:
+            self._holding = False
         try:
             lease = self.client.get(self.path)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
@@ -222,6 +226,3 @@ class LeaderElector:
             self.client.put(self.path, {**lease, "spec": spec})
         except ApiError as exc:
             log.info("releasing the lease failed", extra={"error": str(exc)})
-        finally:
-            with self._lock:
-                self._holding = False

@@ -20,12 +20,15 @@ leader raises WriteError and writes nothing.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from extender.cluster.kube.client import ApiError, KubeClient
 from extender.cluster.kube.events import EventRecorder
 from extender.framework.handle import WriteError
+
+log = logging.getLogger(__name__)
 
 
 def pod_path(namespace: str, name: str, sub: str = "") -> str:
@@ -61,7 +64,7 @@ class KubeWriter:
             # this one and lost the reply (a timeout says "the request may have succeeded") -
             # taking that for a failure would give the capacity away while the pod holds it
             if exc.status == 409 or exc.status == 0 or exc.status >= 500:
-                current = self._get_pod(namespace, name)
+                current = self._read_back(namespace, name)
                 if current is not None and (current.get("spec") or {}).get("nodeName") == node \
                         and (current.get("metadata") or {}).get("uid") == uid:
                     return
@@ -69,12 +72,28 @@ class KubeWriter:
                 raise WriteError(f"binding conflict: {exc.message}", conflict=True) from exc
             raise WriteError(f"binding failed: {exc}") from exc
 
+    def _read_back(self, namespace: str, name: str, attempts: int = 3) -> dict[str, Any] | None:
+        """The pod as the API server has it now, read again when a read fails (an API server
+        that lost a Binding's reply is often failing reads too: taking one failed read for "not
+        bound" would give the capacity away while the pod holds it); None when it is gone or
+        could not be read."""
+        for attempt in range(attempts):
+            try:
+                return self._get_pod(namespace, name)
+            except ApiError as exc:
+                log.info("reading a pod back failed", extra={"pod": f"{namespace}/{name}", "error": str(exc),
+                                                             "attempt": attempt + 1})
+        return None
+
     def _get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod; None when it does not exist (404). Other failures raise ApiError."""
         try:
             pod = self.client.get(pod_path(namespace, name))
             return pod if isinstance(pod, dict) else None
-        except ApiError:
-            return None
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
@@ -121,7 +140,10 @@ class KubeWriter:
         patch replaces the list, so it carries the resourceVersion read: a concurrent change of
         the gates by someone else is a conflict, not a lost update)."""
         self._fence("remove a scheduling gate")
-        pod = self._get_pod(namespace, name)
+        try:
+            pod = self._get_pod(namespace, name)
+        except ApiError as exc:  # not a conflict: the pod may well be there, try again later
+            raise WriteError(f"reading pod {namespace}/{name} failed: {exc}") from exc
         if pod is None:
             raise WriteError(f"pod {namespace}/{name} not found", conflict=True)
         meta = pod.get("metadata") or {}
