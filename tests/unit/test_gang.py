@@ -180,21 +180,28 @@ def test_an_incomplete_group_times_out_releases_everything_and_backs_off() -> No
     assert filter_pod(engine, cluster, "b0", ["n1"]).feasible == ["n1"], "what a held is free"
 
 
-def test_members_waiting_when_their_pod_group_disappears_are_denied_not_let_go() -> None:
-    pods = [make_pod(f"m{i}").uid(f"u-m{i}").req(gpu=1).labels(**{GROUP: "g"}).obj() for i in range(3)]
-    probe = PermitProbe(["m0", "m1", "m2"])
-    engine, cluster = planned({"n1": 8}, pods, pod_groups=[make_pod_group("g").min_member(4).obj()],
-                              probe=probe, points=AFTER_GANG)
+def two_wait_then_the_third_binds(engine: Any, probe: PermitProbe, meanwhile: Callable[[], Any]) -> dict[str, str]:
+    """m0 and m1 bound (each on its thread) until both wait in Permit; then ``meanwhile``; then m2
+    bound; every bind's answer by name."""
     results: dict[str, str] = {}
     threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", "n1")))
                for n in ("m0", "m1")]
     for t in threads:
         t.start()
     assert probe.through["m0"].wait(5) and probe.through["m1"].wait(5)
-    cluster.delete_pod_group("default", "g")
+    meanwhile()
     results["m2"] = engine.bind("default", "m2", "u-m2", "n1")
     for t in threads:
         t.join(10)
+    return results
+
+
+def test_members_waiting_when_their_pod_group_disappears_are_denied_not_let_go() -> None:
+    pods = [make_pod(f"m{i}").uid(f"u-m{i}").req(gpu=1).labels(**{GROUP: "g"}).obj() for i in range(3)]
+    probe = PermitProbe(["m0", "m1", "m2"])
+    engine, cluster = planned({"n1": 8}, pods, pod_groups=[make_pod_group("g").min_member(4).obj()],
+                              probe=probe, points=AFTER_GANG)
+    results = two_wait_then_the_third_binds(engine, probe, lambda: cluster.delete_pod_group("default", "g"))
     assert "pod group g is not defined" in results["m2"], results
     assert all("member default/m2 did not make it" in results[n] for n in ("m0", "m1")), results
     assert bound(cluster) == set()
@@ -439,16 +446,7 @@ def test_a_member_deleted_while_it_waits_in_permit_no_longer_counts_for_its_grou
     with a member that is gone (the deleted pod is rejected in the room, as kube-scheduler does)."""
     probe = PermitProbe(["m0", "m1", "m2"])
     engine, cluster = planned({"n1": 8}, group_of("m", 3), probe=probe, points=AFTER_GANG, permitTimeout="1s")
-    results: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, engine.bind("default", n, f"u-{n}", "n1")))
-               for n in ("m0", "m1")]
-    for t in threads:
-        t.start()
-    assert probe.through["m0"].wait(5) and probe.through["m1"].wait(5)
-    cluster.delete_pod("default", "m1")
-    results["m2"] = engine.bind("default", "m2", "u-m2", "n1")
-    for t in threads:
-        t.join(10)
+    results = two_wait_then_the_third_binds(engine, probe, lambda: cluster.delete_pod("default", "m1"))
     assert bound(cluster) == set(), results
     assert "deleted while it waited in Permit" in results["m1"]
 
