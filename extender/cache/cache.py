@@ -22,7 +22,9 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   (written ahead of the Binding by kube-extender 0.2, which may have crashed before binding)
   counts as assumed on the annotated node, binding finished at ``reservedAt``; it expires like
   any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
-  Today's Binding carries the annotation, so a pod is bound with it or has none.
+  Today's Binding carries the annotation, so a pod is bound with it or has none; a Binding whose
+  outcome nobody could read is held the same way, as the allocation it carried
+  (``keep_unconfirmed``).
 
 PodDisruptionBudgets, PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are kept beside, by
 namespace/name; a PodGroup or ElasticQuota is stored trimmed even when malformed, and read typed
@@ -406,6 +408,38 @@ class ClusterCache:
             if pending is not None and pending.uid == uid:
                 self._follow_ledger(pending, None)  # a previous leader's allocation it took over holds again
             self._regroup(uid, state.info.key)
+            return True
+
+    def keep_unconfirmed(self, uid: str, annotations: Mapping[str, str]) -> bool:
+        """End the assumption of pod ``uid`` whose Binding, carrying ``annotations``, may or may
+        not have been stored (its reply was lost and the pod could not be read back). When the
+        annotations hold its allocation (``extender.framework.ledger``) for the assumed node, the
+        capacity stays held there as the ledger holds a previous process's allocation: until
+        ``assumed_ttl`` after the allocation's ``reservedAt``, or until the watch shows the pod
+        (bound: confirmed; unbound without the allocation: released); its next bind takes it
+        over. Until the watch says otherwise the pod is taken to carry ``annotations``. Returns
+        whether the capacity stays held; False (released, as ``forget``) when the annotations
+        hold no such allocation, False when the pod is not assumed."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            if state is None:
+                return False
+            key = state.info.key
+            pending = self._pending.get(key)
+            alloc = ledger.of_pod(annotations, self.annotation_prefix) if self.annotation_prefix else None
+            if pending is None or pending.uid != uid or alloc is None or alloc.node != state.info.node_name:
+                self.forget(uid)
+                return False
+            meta = pending.raw.get("metadata") or {}
+            raw = {**pending.raw, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
+                                                                        **annotations}}}
+            annotated = PodInfo.from_pod(raw, self.resources)
+            del self._assumed[uid]
+            del self._pods[uid]
+            self._unaccount(state.info)
+            self._pending[key] = annotated
+            self._follow_ledger(annotated, None)
+            self._regroup(uid, key)
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:

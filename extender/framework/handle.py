@@ -20,11 +20,14 @@ T = TypeVar("T")
 
 class WriteError(Exception):
     """A write to the cluster failed. ``conflict`` marks a lost precondition (HTTP 409: the object
-    changed, the pod is already bound, the UID differs) as opposed to a transient failure."""
+    changed, the pod is already bound, the UID differs) as opposed to a transient failure.
+    ``uncertain`` marks a write that may have taken effect all the same: its reply was lost and
+    nothing could tell (a Binding the API server may have stored, the pod unreadable after)."""
 
-    def __init__(self, message: str, *, conflict: bool = False) -> None:
+    def __init__(self, message: str, *, conflict: bool = False, uncertain: bool = False) -> None:
         super().__init__(message)
         self.conflict = conflict
+        self.uncertain = uncertain
 
 
 class ClusterWriter(Protocol):
@@ -36,7 +39,8 @@ class ClusterWriter(Protocol):
         """Bind the pod to ``node`` with its UID as a precondition, setting ``annotations`` on
         it in the same write (a Binding's annotations are merged into the pod atomically with
         ``spec.nodeName``). Already bound to ``node`` is success; bound elsewhere or a different
-        UID raises WriteError(conflict=True)."""
+        UID raises WriteError(conflict=True); a Binding that may have been stored though the
+        writer cannot tell raises WriteError(uncertain=True)."""
 
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,

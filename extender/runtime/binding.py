@@ -4,7 +4,7 @@
   current state - capacity the queue holds against it counted - and assume it atomically ->
   Reserve -> Permit (maybe wait) -> PreBind (+ the allocation ledger annotation) -> Bind ->
   PostBind -> finish_binding. Any failure: Unreserve in reverse order, forget, return the error
-  text. Idempotent: already bound or assumed on the same node is success; a second bind of a pod
+  text - but a Binding that may have been stored keeps its capacity held (``_unconfirmed``). Idempotent: already bound or assumed on the same node is success; a second bind of a pod
   whose bind is in flight waits for the first one's result. A bound pod of higher priority clears
   the nominations it displaced.
 * ``collect_orphans``: allocation annotations of reservations that expired unbound are removed.
@@ -155,11 +155,28 @@ class BindingCycle(VerbContext):
                     st = self._record_allocation(state, pod, node)
             else:
                 st = fw.run_bind(state, pod, node)
+                if isinstance(st.error, WriteError) and st.error.uncertain:
+                    return self._unconfirmed(fw, state, pod, node, st)
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
                 return f"{phase} failed for pod {key} on {node}: {by_plugin(st)}"
         return ""
+
+    def _unconfirmed(self, fw: Framework, state: CycleState, pod: PodInfo, node: str, st: Status) -> str:
+        """A Binding that may have been stored, nobody can tell (``WriteError.uncertain``): the
+        capacity stays held as the allocation the Binding carried (``ClusterCache.keep_unconfirmed``)
+        - released, a second pod could be placed on what the pod may hold -, the plugins
+        unreserve as for any failed bind, and kube-scheduler is told the bind failed: it retries
+        the pod, whose next bind takes the hold over (and is a success if the first Binding was
+        stored), unless the watch settles it first."""
+        held = self.cache.keep_unconfirmed(pod.uid, {k: v for k, v in state.pod_annotations.items() if v is not None})
+        fw.run_unreserve(state, pod, node)
+        error = f"bind failed for pod {pod.key} on {node}: {by_plugin(st)}"
+        if not held:
+            return error
+        log.warning("binding outcome unknown: capacity kept", extra={"pod": pod.key, "node": node})
+        return f"{error}; its capacity on {node} stays held until the cluster shows the pod or the hold expires"
 
     def _clear_displaced_nominations(self, bound: PodInfo, node: str) -> None:
         """A pod of higher priority took capacity on ``node``: nominations of lower-priority pods

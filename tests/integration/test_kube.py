@@ -226,6 +226,38 @@ def test_a_binding_stored_whose_reply_was_lost_is_a_success_and_keeps_its_capaci
         ext.stop()
 
 
+@pytest.mark.parametrize("stored", [True, False], ids=["the Binding was stored", "it was not"])
+def test_a_binding_whose_outcome_nobody_can_read_keeps_its_capacity_until_the_cluster_tells(
+        api: FakeApiServer, stored: bool) -> None:
+    """The Binding's reply is lost and every read back fails: whether the pod is bound is
+    unknown. It used to be reported failed with its capacity released, and a second pod could be
+    bound onto what the first one held. Now the bind fails (kube-scheduler retries) and the
+    capacity stays held until the watch shows the pod; the retry takes the hold over."""
+    api.create(pod("p", 3))
+    api.create(pod("q", 2))
+    ext = Extender(api)
+    try:
+        api.delay_watches("kube-extender", 1.0, path=r"/pods")  # our view lags, as it can
+        if stored:
+            api.lose_reply_next("POST", r"/pods/p/binding$", 504)
+        else:
+            api.fail_next("POST", r"/pods/p/binding$", 504)
+        api.fail_next("GET", r"/namespaces/default/pods/p$", 503, count=3)
+        error = ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        assert ext.used("n1") == 3
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+        assert "may be bound" in error and "stays held" in error
+        if stored:
+            wait_for(lambda: not ext.state.cache.is_assumed(uid(api, "p")), what="the watch shows the pod bound")
+            assert ext.used("n1") == 3
+        assert ext.engine.bind("default", "p", uid(api, "p"), "n1") == "", "kube-scheduler's retry"
+        assert api.get("Pod", "default", "p")["spec"]["nodeName"] == "n1"
+        assert ext.used("n1") == 3
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+    finally:
+        ext.stop()
+
+
 def test_a_failed_read_before_lifting_a_gate_is_no_conflict(api: FakeApiServer) -> None:
     """A conflict means the pod changed or went; a 503 reading it means try again."""
     gated = pod("g", 1)

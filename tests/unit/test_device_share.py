@@ -243,6 +243,23 @@ def test_a_failed_binding_leaves_no_assignment_behind() -> None:
     assert restarted.filter(share_pod("q", 16384), ["a"]).feasible == ["a"], "both devices are free"
 
 
+def test_a_binding_of_unknown_outcome_keeps_its_devices_held() -> None:
+    """Nobody can tell whether the Binding (and the device assignment it carried) was stored: the
+    devices stay held until the cluster shows the pod, so no second pod is put on them."""
+    engine, cluster = engine_over(NODES, [share_pod(name, 12288) for name in "pqr"])
+    real_bind = cluster.bind
+
+    def unknown(*args: Any, **kwargs: Any) -> None:
+        raise WriteError("no reply, and the pod could not be read back", uncertain=True)
+
+    cluster.bind = unknown  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u-p", "a")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    assert engine.bind("default", "q", "u-q", "a") == "", "the other device is free"
+    assert engine.filter(share_pod("r", 12288), ["a"]).feasible == []
+    assert "no longer fits" in engine.bind("default", "r", "u-r", "a")
+
+
 def test_assignments_survive_a_restart() -> None:
     engine, cluster = engine_over(NODES, [])
     for i in range(3):

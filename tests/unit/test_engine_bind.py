@@ -14,6 +14,7 @@ from fakes import fake, spec_of
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
+from extender.framework.handle import WriteError
 from extender.framework.status import Status
 from extender.runtime.registry import Registry
 
@@ -89,6 +90,47 @@ def test_a_failure_after_assume_unreserves_and_forgets(point: str, answers: dict
     assert engine.cache.sizes()["assumed_pods"] == 0 and gpu_used(engine, "n1") == 0
     if point != "bind":
         assert cluster.get_pod("default", "p")["spec"].get("nodeName") is None
+
+
+def unknown_outcome(*_args: Any, **_kwargs: Any) -> None:
+    raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                     uncertain=True)
+
+
+@pytest.mark.parametrize("settle, held_after", [
+    ("nothing yet", True),
+    ("the hold expires", False),
+    ("the watch shows the pod unbound, without the allocation", False),
+    ("the pod is deleted", False),
+    ("kube-scheduler's retry binds it", True),
+])
+def test_a_bind_of_unknown_outcome_keeps_the_capacity_until_something_settles_it(settle: str,
+                                                                                held_after: bool) -> None:
+    """Nobody can tell whether the Binding was stored: released, the capacity could go to a second
+    pod while the first one is bound there. Held as the allocation the Binding carried, it ends as
+    the ledger's holds do - or, as the bind takes it over, with the pod bound."""
+    journal: list = []
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()],
+                            {"reserve": [fake("Recorder", {"reserve"}, journal)]})
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    error = engine.bind("default", "p", "u1", "n1")
+    assert error.startswith("bind failed") and "stays held" in error
+    assert ("Recorder", "unreserve", "n1") in journal, "the plugins unreserve as for any failed bind"
+    assert gpu_used(engine, "n1") == 2000 and engine.cache.is_ledger_reservation("u1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    if settle == "the hold expires":
+        engine.handle.clock.advance(31)
+        engine.cache.cleanup_expired()
+    elif settle.startswith("the watch"):
+        cluster.update_pod_status("default", "p", "u1", {"conditions": [{"type": "PodScheduled", "status": "False"}]})
+    elif settle == "the pod is deleted":
+        cluster.delete_pod("default", "p")
+    elif settle.startswith("kube-scheduler"):
+        assert engine.bind("default", "p", "u1", "n1") == ""
+        assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    assert gpu_used(engine, "n1") == (2000 if held_after else 0)
+    assert ("no longer fits" in engine.bind("default", "q", "u2", "n1")) is held_after
 
 
 class Detailing:

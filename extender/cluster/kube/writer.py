@@ -6,7 +6,8 @@
   already bound to the same node is success (a retried bind whose first reply was lost: the
   annotations came with it); bound elsewhere or a different UID is a conflict. So is a Binding
   that got no answer or a 5xx: the API server may have stored it and lost the reply, and then
-  the pod holds the capacity; only when the pod is not bound there is it a failure.
+  the pod holds the capacity; only when the pod is not bound there is it a failure. When the pod
+  cannot be read back either, nobody can tell: the error says so (``WriteError.uncertain``).
 * ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
   which the API server treats as a precondition (409 when stale); so is the UID (immutable: a
   re-created pod with the same name rejects the patch).
@@ -29,6 +30,9 @@ from extender.cluster.kube.events import EventRecorder
 from extender.framework.handle import WriteError
 
 log = logging.getLogger(__name__)
+
+_UNREADABLE: dict[str, Any] = {}
+"""``_read_back``'s answer when no read succeeded (compared by identity)."""
 
 
 def pod_path(namespace: str, name: str, sub: str = "") -> str:
@@ -65,6 +69,9 @@ class KubeWriter:
             # taking that for a failure would give the capacity away while the pod holds it
             if exc.status == 409 or exc.status == 0 or exc.status >= 500:
                 current = self._read_back(namespace, name)
+                if current is _UNREADABLE:
+                    raise WriteError(f"binding {'conflict' if exc.status == 409 else 'failed'}: {exc}, and the pod "
+                                     "could not be read back: it may be bound", uncertain=True) from exc
                 if current is not None and (current.get("spec") or {}).get("nodeName") == node \
                         and (current.get("metadata") or {}).get("uid") == uid:
                     return
@@ -75,15 +82,15 @@ class KubeWriter:
     def _read_back(self, namespace: str, name: str, attempts: int = 3) -> dict[str, Any] | None:
         """The pod as the API server has it now, read again when a read fails (an API server
         that lost a Binding's reply is often failing reads too: taking one failed read for "not
-        bound" would give the capacity away while the pod holds it); None when it is gone or
-        could not be read."""
+        bound" would give the capacity away while the pod holds it); None when it is gone,
+        ``_UNREADABLE`` when every read failed."""
         for attempt in range(attempts):
             try:
                 return self._get_pod(namespace, name)
             except ApiError as exc:
                 log.info("reading a pod back failed", extra={"pod": f"{namespace}/{name}", "error": str(exc),
                                                              "attempt": attempt + 1})
-        return None
+        return _UNREADABLE
 
     def _get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod; None when it does not exist (404). Other failures raise ApiError."""
