@@ -1,7 +1,8 @@
-"""What the plugins that preempt share: whether a pod may preempt now, and preemption's writes
-(evict the victims, nominate the pod).
+"""What the plugins that preempt share: whether a pod may preempt now, preemption's writes
+(evict the victims, nominate the pod), and the record of pods evicted that the snapshot does not
+show going yet (``Evictions``, one per engine: ``Handle.evictions``).
 
-Both write through the plugin's ``ClusterWriter`` and say what they did in Events, as
+The writes go through the handle's ``ClusterWriter`` and say what they did in Events, as
 kube-scheduler does: ``Preempted`` on each victim (naming the preemptor), ``Preempting`` on the
 preemptor.
 """
@@ -9,39 +10,81 @@ preemptor.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+import threading
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Sequence
 
 from extender.framework.handle import ClusterWriter, SnapshotView, WriteError
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
 
+if TYPE_CHECKING:
+    from extender.framework.handle import Handle
+
 log = logging.getLogger(__name__)
 
 
-def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo], bool]) -> Status | None:
+class Evictions:
+    """Pods evicted through ``evict`` that the snapshot does not show deleting or gone yet. The
+    watch lags the Eviction API's answer: until it shows the deletion, the snapshot shows such a
+    pod running, and a plugin that preempts would take it for a victim to evict again (so that
+    two preemptors count the capacity it frees), count it as its namespace's use, or not wait
+    for it. Every preempting plugin reads ``going`` with the snapshot it decides on.
+    Thread-safe."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, PodInfo] = {}
+        self._lock = threading.Lock()
+
+    def add(self, victims: Iterable[PodInfo]) -> None:
+        with self._lock:
+            self._pods.update((v.uid, v) for v in victims)
+
+    def discard(self, uid: str) -> None:
+        with self._lock:
+            self._pods.pop(uid, None)
+
+    def going(self, snapshot: SnapshotView) -> dict[str, PodInfo]:
+        """UID -> pod of the evicted pods ``snapshot`` still shows running on their node; those it
+        shows deleting or gone are forgotten (the snapshot tells from then on)."""
+        with self._lock:
+            for uid, victim in list(self._pods.items()):
+                node = snapshot.get(victim.node_name)
+                now = node.pods.get(uid) if node is not None else None
+                if now is None or now.deleting or now.terminal:
+                    del self._pods[uid]
+            return dict(self._pods)
+
+
+def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo], bool],
+              going: AbstractSet[str] = frozenset()) -> Status | None:
     """Why ``pod`` may not preempt now (None: it may): its ``preemptionPolicy`` is Never, or pods
     ``earlier`` accepts as victims of an earlier preemption for it still terminate on its
-    nominated node (evicting more would take more than it needs)."""
+    nominated node - deleting, or evicted and not shown deleting yet (UIDs in ``going``,
+    ``Evictions.going``) -: evicting more would take more than it needs."""
     if pod.preemption_policy == "Never":
         return Status.unschedulable("preemptionPolicy is Never")
     nominated = snapshot.get(pod.nominated_node_name) if pod.nominated_node_name else None
-    if nominated is not None and any(p.deleting and earlier(p) for p in nominated.pods.values()):
+    if nominated is not None and any((p.deleting or p.uid in going) and earlier(p) for p in nominated.pods.values()):
         return Status.unschedulable("waiting for earlier victims to terminate")
     return None
 
 
-def evict(writer: ClusterWriter, preemptor: PodInfo, node: str, victims: Sequence[PodInfo],
+def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodInfo],
           why: Callable[[PodInfo], str] = lambda victim: "") -> int:
-    """Evict ``victims`` in order through the Eviction API with their grace period, with a
-    ``Preempted`` Event on each (``why(victim)``, when not empty, ends its message). Stops at the
-    first refusal (a PodDisruptionBudget, say) and returns how many were evicted: 0 means nothing
-    was lost and another node may be tried; more means pods are gone here already."""
+    """Evict ``victims`` in order through the Eviction API with their grace period (each one
+    evicted is added to ``handle.evictions``), with a ``Preempted`` Event on each
+    (``why(victim)``, when not empty, ends its message). Stops at the first refusal (a
+    PodDisruptionBudget, say) and returns how many were evicted: 0 means nothing was lost and
+    another node may be tried; more means pods are gone here already."""
+    writer = handle.writer
     evicted = 0
     for victim in victims:
         grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
+        handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
         try:
             writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
         except WriteError as exc:
+            handle.evictions.discard(victim.uid)
             log.info("eviction refused", extra={"pod": preemptor.key, "victim": victim.key, "node": node,
                                                 "error": str(exc), "already_evicted": evicted})
             return evicted

@@ -6,7 +6,8 @@ directly; the runtime implements this protocol (``extender.runtime.handle.Engine
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Hashable, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import (TYPE_CHECKING, Any, Callable, Collection, Hashable, Iterable, Iterator, Mapping, Protocol,
+                    Sequence, TypeVar)
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
@@ -14,6 +15,9 @@ from extender.framework.elastic_quota import QuotaSpec
 from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from extender.framework.eviction import Evictions
 
 T = TypeVar("T")
 
@@ -164,6 +168,11 @@ class Handle(Protocol):
     @property
     def waiting_pods(self) -> WaitingPodsView:
         """Pods held in Permit; plugins allow or reject them through this."""
+
+    @property
+    def evictions(self) -> Evictions:
+        """Pods evicted (``extender.framework.eviction.evict``) that the snapshot does not show
+        going yet: what a plugin that preempts must not take for running pods. Added in API 1.2."""
 
     def snapshot(self) -> SnapshotView:
         """The latest consistent snapshot (cheap: shared until the cluster changes)."""

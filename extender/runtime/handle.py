@@ -16,6 +16,7 @@ from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
 from extender.framework.disruption import violating
 from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.eviction import Evictions
 from extender.framework.handle import ClusterWriter
 from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
@@ -47,6 +48,9 @@ class EngineHandle:
 
     profiles: Profiles = field(default_factory=Profiles)
     """The frameworks by profile, installed once the plugins (built with this handle) are."""
+
+    evictions: Evictions = field(default_factory=Evictions)
+    """Pods evicted that the snapshot does not show going yet (every preempting plugin's)."""
 
     def __post_init__(self) -> None:
         if self.queue is None:

@@ -126,9 +126,6 @@ class CapacityQuota:
         """uid -> node, of every pod accounted on a node."""
         self._generations = itertools.count(-2 * 10**9, -1)
         self._shadowed: set[str] = set()
-        self._evicting: dict[str, PodInfo] = {}
-        """Pods this plugin evicted that the snapshot does not show deleting yet (the watch lags
-        the Eviction): no longer counted in their namespace's use, nor chosen again."""
 
     # ---- what the cluster holds ---------------------------------------------------------------
 
@@ -281,16 +278,17 @@ class CapacityQuota:
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         snapshot = self.handle.snapshot()
-        wait = eviction.held_back(pod, snapshot, lambda victim: True)  # borrowers may have any priority
+        going = self.handle.evictions.going(snapshot)
+        wait = eviction.held_back(pod, snapshot, lambda victim: True, going.keys())  # borrowers: any priority
         if wait is not None:
             return None, wait
-        table, used, reclaiming = self._stance(pod)
+        table, used, reclaiming = self._stance(pod, going)
         candidates = []
         for name, st in statuses.items():
             node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
             if node is None:
                 continue
-            pods = [p for p in node.pods.values() if p.uid not in self._evicting]
+            pods = [p for p in node.pods.values() if p.uid not in going]
             protected = {p.uid for p in pods if self.handle.pdb_violations([p])}
             victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected)
             if victims:
@@ -323,27 +321,19 @@ class CapacityQuota:
                                             "their namespaces' quotas")
         return kept, Status()
 
-    def _stance(self, pod: PodInfo) -> tuple[_Table, dict[str, dict[str, int]], bool]:
+    def _stance(self, pod: PodInfo, going: Mapping[str, PodInfo] | None = None
+                ) -> tuple[_Table, dict[str, dict[str, int]], bool]:
         """For preemption: the table, the use without ``pod`` and its group and without the pods
-        already evicted (``_evicting``), and whether it reclaims (stays within its namespace's
-        ``min``)."""
+        evicted already (``going``: ``Handle.evictions``, read now when not given), and whether
+        it reclaims (stays within its namespace's ``min``)."""
         table = self._table()
         unit = self._unit(pod)
-        used = table.used(False, [u.uid for u in unit], [*self._accounted_already(unit), *self._still_evicting()])
+        if going is None:
+            going = self.handle.evictions.going(self.handle.snapshot())
+        used = table.used(False, [u.uid for u in unit], [*self._accounted_already(unit), *going.values()])
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return table, used, reclaiming
-
-    def _still_evicting(self) -> list[PodInfo]:
-        """``_evicting``, without the pods the snapshot shows deleting or gone by now."""
-        snapshot = self.handle.snapshot()
-        with self._lock:
-            for uid, victim in list(self._evicting.items()):
-                node = snapshot.get(victim.node_name)
-                now = node.pods.get(uid) if node is not None else None
-                if now is None or now.deleting or now.terminal:
-                    del self._evicting[uid]
-            return list(self._evicting.values())
 
     def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
         """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
@@ -356,10 +346,8 @@ class CapacityQuota:
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
                  used: Mapping[str, Mapping[str, int]]) -> bool:
-        evicted = eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims,
+        evicted = eviction.evict(self.handle, pod, candidate.node, candidate.victims,
                                  lambda victim: self._why(victim, pod, table, used))
-        with self._lock:
-            self._evicting.update((v.uid, v) for v in candidate.victims[:evicted])
         if not evicted:
             return False  # nothing lost: try the next node
         borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import AbstractSet, Callable, Sequence
 
 from extender.framework.views import NodeInfo, PodInfo
 
@@ -43,13 +43,16 @@ def _later_first(ts: str) -> str:
 
 
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
-               generation: Callable[[], int], protected: frozenset[str] = frozenset()) -> tuple[PodInfo, ...] | None:
+               generation: Callable[[], int], protected: AbstractSet[str] = frozenset(),
+               going: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
     """The victims needed on ``node`` for ``preemptor`` to fit, or None when no eviction of
     lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo;
     ``generation`` numbers the simulated NodeInfos (never cached). Pods in ``protected`` (their
     eviction would violate a PodDisruptionBudget) are put back first, so they are victims only
-    when nothing else makes room."""
-    lower = sorted((p for p in node.pods.values() if p.priority < preemptor.priority and not p.deleting),
+    when nothing else makes room. Pods deleting, or in ``going`` (evicted, not shown deleting
+    yet), are no victims: what they free is an earlier preemptor's."""
+    lower = sorted((p for p in node.pods.values()
+                    if p.priority < preemptor.priority and not p.deleting and p.uid not in going),
                    key=lambda p: (p.uid not in protected, importance(p)))
     if not lower:
         return None

@@ -11,7 +11,8 @@ refused eviction makes that node fail and the next candidate is tried), sets the
 the freed capacity for the nominated pod against lower-priority pods.
 
 No preemption for ``preemptionPolicy: Never``, and none while victims of an earlier preemption
-for this pod are still terminating on its nominated node.
+for this pod are still terminating on its nominated node. Pods evicted already (deleting, or
+evicted and not shown deleting yet: ``Handle.evictions``) are never victims again.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class ManagedPreemption:
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         snapshot = self.handle.snapshot()
-        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority)
+        going = self.handle.evictions.going(snapshot).keys()
+        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority, going)
         if wait is not None:
             return None, wait
         candidates = []
@@ -54,7 +56,7 @@ class ManagedPreemption:
             lower = [p for p in node.pods.values() if p.priority < pod.priority]
             protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
             victims = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
-                                       lambda: next(self._generations), protected)
+                                       lambda: next(self._generations), protected, going)
             if victims:
                 candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(victims))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
@@ -63,7 +65,7 @@ class ManagedPreemption:
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
-        if not eviction.evict(self.handle.writer, pod, candidate.node, candidate.victims):
+        if not eviction.evict(self.handle, pod, candidate.node, candidate.victims):
             return False  # nothing lost: try the next node
         eviction.nominate(self.handle.writer, pod, candidate.node,
                           f"Evicted {len(candidate.victims)} lower-priority pod(s) "

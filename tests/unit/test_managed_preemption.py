@@ -105,6 +105,30 @@ def test_no_preemption_when_some_node_fits() -> None:
     assert outcome.feasible == ["c"] and outcome.nominated is None and len(cluster.pods()) == 4
 
 
+@pytest.mark.parametrize("watch", ["shows the victim deleting", "has not shown the eviction yet"])
+def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watch: str) -> None:
+    """The watch lags the Eviction API's answer. Meanwhile the snapshot shows the victim running:
+    a second preemptor took it for a victim again (both counting what it frees) and the first,
+    asked again, evicted it again instead of waiting. Both must decide as once the watch shows
+    it deleting."""
+    engine, cluster = setup(FULL, HOLDERS)
+    evicted: list[str] = []
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        evicted.append(name)
+        if watch.startswith("shows"):
+            going = cluster.get_pod(namespace, name)
+            going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+            cluster.add_pod(going)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
+    second = filter_on(engine, cluster, pending("hi2", 2, 100), ["a", "b"])
+    assert (second.nominated, evicted) == ("b", ["low-a1", "mid-b"]), "a's freed capacity is hi's"
+    again = engine.filter(cluster.get_pod("default", "hi"), ["a"])
+    assert again.nominated is None and evicted == ["low-a1", "mid-b"], "hi waits for its victim"
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:
