@@ -94,6 +94,16 @@ class ExtenderState:
         self.lifecycle.close(timeout)
 
 
+def _step_down(leader: Leadership, state: ExtenderState, seconds: float) -> None:
+    """Stop leading; give the Lease up (so a standby leads at once) only when the app's loops have
+    all ended: a loop's write that passed the fence before could still land after a standby took
+    over. Otherwise the Lease is left to expire, as after a crash."""
+    release = state.release_lease and state.lifecycle.loops_ended()
+    if state.release_lease and not release:
+        log.warning("a background loop is still running: the Lease is left to expire, not released")
+    leader.stop(release=release, timeout=seconds)
+
+
 def _freeze_heap() -> None:
     """After the initial sync the cluster's objects live as long as the process: move them out of
     the cyclic garbage collector's reach, so full collections (which otherwise walk every cached
@@ -239,10 +249,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     state = ExtenderState(config, engine, cache, queue, metrics, source, writer, leader, lifecycle)
     app.extensions["kube_extender"] = state
     cache.on_synced(_freeze_heap)
-    # stopped in reverse order: the loops first, then the leader (giving the Lease up), the source last
-    lifecycle.on_close("source", lambda seconds: source.stop(timeout=seconds))
+    # the loops stop and are joined first, then the leader gives the Lease up, the source stops last
+    lifecycle.on_close("source", lambda seconds: source.stop(timeout=seconds), after_loops=True)
     if leader is not None:
-        lifecycle.on_close("leader", lambda seconds: leader.stop(release=state.release_lease, timeout=seconds))
+        lifecycle.on_close("leader", lambda seconds: _step_down(leader, state, seconds), after_loops=True)
     source.start(cache)
     if config.admission.enabled:
         admitter = state.admitter = Admitter(queue, handle.profiles, engine.placement, writer,
@@ -324,7 +334,7 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
     lifecycle = Lifecycle()
     events = EventRecorder(client) if config.kubernetes.events else None
     if events is not None:
-        lifecycle.on_close("events", events.close)
+        lifecycle.on_close("events", events.close, after_loops=True)  # last: the loops may still record
     # a deposed leader stops writing renewDeadline after its last renewal and a standby may lead
     # leaseDuration after it: writes give up within that gap, so none lands after a takeover
     writes = KubeClient(client.api_client, timeout=max(1.0, min(client.timeout, le.lease_duration - le.renew_deadline))) \

@@ -4,10 +4,11 @@ Every loop the app runs (admission, nudges, orphan collection) is started throug
 waits on the lifecycle's ``stopping`` event (or its own, whose setter is registered with
 ``on_close``); every other part with threads of its own (the cluster source's watches, the leader
 elector, the event recorder) registers how to stop it. ``close`` runs those stops in reverse
-order of registration (the loops, then the leader - giving the Lease up - then the source), then
-joins the threads it started: idempotent, and bounded by ``timeout`` seconds in all, so a SIGTERM
-handler that calls it ends within the grace period whatever a stuck API call does (the threads
-are daemons: one still stuck then does not keep the process alive).
+order of registration, joins the threads it started, and only then runs the stops registered
+``after_loops`` (the leader - giving the Lease up, which it may do only once no loop can still
+write: ``loops_ended`` - and the source): idempotent, and bounded by ``timeout`` seconds in all,
+so a SIGTERM handler that calls it ends within the grace period whatever a stuck API call does
+(the threads are daemons: one still stuck then does not keep the process alive).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Lifecycle:
         """Set by ``close``: the loops started here wait on it."""
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._stops: list[tuple[str, Callable[[float], None]]] = []
+        self._stops: list[tuple[str, Callable[[float], None], bool]] = []
         self._closed = False
 
     def start(self, name: str, target: Callable[..., Any], *args: Any) -> threading.Thread:
@@ -39,10 +40,16 @@ class Lifecycle:
         thread.start()
         return thread
 
-    def on_close(self, name: str, stop: Callable[[float], None]) -> None:
-        """Have ``close`` call ``stop(seconds left)``; it should return within them."""
+    def on_close(self, name: str, stop: Callable[[float], None], *, after_loops: bool = False) -> None:
+        """Have ``close`` call ``stop(seconds left)``; it should return within them.
+        ``after_loops``: once the threads started here are joined (or the time is up)."""
         with self._lock:
-            self._stops.append((name, stop))
+            self._stops.append((name, stop, after_loops))
+
+    def loops_ended(self) -> bool:
+        """Every thread started here has ended (none can still be writing)."""
+        with self._lock:
+            return not any(t.is_alive() for t in self._threads)
 
     @property
     def closed(self) -> bool:
@@ -59,13 +66,18 @@ class Lifecycle:
             stops, threads = list(reversed(self._stops)), list(self._threads)
         deadline = time.monotonic() + timeout
         self.stopping.set()
-        for name, stop in stops:
+        self._run([s for s in stops if not s[2]], deadline)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._run([s for s in stops if s[2]], deadline)
+        alive = [t.name for t in threads if t.is_alive()]
+        if alive:
+            log.warning("threads still running after close", extra={"threads": alive})
+
+    @staticmethod
+    def _run(stops: list[tuple[str, Callable[[float], None], bool]], deadline: float) -> None:
+        for name, stop, _ in stops:
             try:
                 stop(max(0.0, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - one part's failure must not leave the others running
                 log.exception("stopping failed", extra={"part": name})
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
-        if alive:
-            log.warning("threads still running after close", extra={"threads": alive})

@@ -32,19 +32,23 @@ def test_close_stops_every_thread_the_app_started_and_is_idempotent() -> None:
     assert state.cache.pending_pod("default", "late") is None, "the source delivers nothing after close"
 
 
-def test_the_stops_run_last_registered_first_and_a_failing_one_does_not_stop_the_others() -> None:
+def test_the_stops_run_last_registered_first_those_after_the_loops_once_joined() -> None:
+    """And a failing stop does not stop the others."""
     lifecycle, ran = Lifecycle(), []
 
     def failing(seconds: float) -> None:
         ran.append("failing")
         raise RuntimeError("boom")
 
-    lifecycle.on_close("source", lambda seconds: ran.append("source"))
-    lifecycle.on_close("leader", failing)
+    lifecycle.on_close("source", lambda seconds: ran.append("source"), after_loops=True)
+    lifecycle.on_close("leader", failing, after_loops=True)
+    lifecycle.on_close("events", lambda seconds: ran.append("events"))
     lifecycle.on_close("loops", lambda seconds: ran.append("loops"))
+    thread = lifecycle.start("loop", lambda: (lifecycle.stopping.wait(), ran.append("loop ended")))
     lifecycle.close()
     lifecycle.close()
-    assert ran == ["loops", "failing", "source"]
+    assert not thread.is_alive()
+    assert ran == ["loops", "events", "loop ended", "failing", "source"]
 
 
 def test_each_stop_is_given_what_is_left_of_the_timeout() -> None:
@@ -81,3 +85,35 @@ def test_a_crash_keeps_the_lease_a_close_gives_it_up() -> None:
         app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=Leader(), background=False)
         app.extensions["kube_extender"].close(release=release)
     assert stopped == [False, True]
+
+
+@pytest.mark.parametrize("loop_ends", [True, False], ids=["the loops end", "a loop is stuck in a write"])
+def test_the_lease_is_given_up_only_once_no_loop_can_still_write(loop_ends: bool) -> None:
+    """A loop's write that passed the fence could land after a standby took the released Lease
+    over: the leader steps down after the loops are joined, and leaves the Lease to expire when
+    one of them is still running then."""
+    seen: list[tuple[bool, bool]] = []
+    written = threading.Event()
+
+    class Leader:
+        def is_leader(self) -> bool:
+            return True
+
+        def term(self) -> int:
+            return 1
+
+        def stop(self, release: bool = True, timeout: float | None = None) -> None:
+            seen.append((release, thread.is_alive()))
+            written.set()  # a stuck write ends once the process gives up on it
+
+    app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=Leader(), background=False)
+    state = app.extensions["kube_extender"]
+
+    def loop() -> None:
+        state.lifecycle.stopping.wait()
+        if not loop_ends:
+            written.wait(10)
+
+    thread = state.lifecycle.start("loop", loop)
+    state.close(timeout=0.2)
+    assert seen == ([(True, False)] if loop_ends else [(False, True)])
