@@ -22,9 +22,9 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   (written ahead of the Binding by kube-extender 0.2, which may have crashed before binding)
   counts as assumed on the annotated node, binding finished at ``reservedAt``; it expires like
   any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
-  Today's Binding carries the annotation, so a pod is bound with it or has none; a Binding whose
-  outcome nobody could read is held the same way, as the allocation it carried
-  (``keep_unconfirmed``).
+  Today's Binding carries the annotation, so a pod is bound with it or has none. A Binding whose
+  outcome nobody could read is held much the same way, as the allocation it carried, until the
+  pod is seen bound or gone or the TTL passes (``keep_unconfirmed``).
 
 PodDisruptionBudgets, PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are kept beside, by
 namespace/name; a PodGroup or ElasticQuota is stored trimmed even when malformed, and read typed
@@ -49,7 +49,7 @@ import heapq
 import logging
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from extender.cache.changes import ChangeLog
@@ -84,6 +84,9 @@ class _PodState:
     deadline: float = 0.0
     ledger: bool = False
     """Reserved because of an allocation annotation, not by a bind in this process."""
+    unconfirmed: bool = False
+    """A ledger hold for a Binding of unknown outcome (``keep_unconfirmed``): only the pod shown
+    bound, its end or the TTL settle it."""
 
 
 class ClusterCache:
@@ -99,6 +102,9 @@ class ClusterCache:
         self._pods: dict[str, _PodState] = {}
         self._pending: dict[str, PodInfo] = {}
         self._assumed: dict[str, _PodState] = {}
+        self._taken_over: dict[str, _PodState] = {}
+        """Unconfirmed holds an assumption took over (a bind of the pod again): what ``forget``
+        restores, until the new Binding is written or the watch settles the pod."""
         self._deadlines: list[tuple[float, str]] = []
         """Heap of (deadline, uid) of the assumptions whose binding finished, so that expiring
         them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
@@ -276,6 +282,7 @@ class ClusterCache:
         if info.terminal:
             if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]
+            self._taken_over.pop(info.uid, None)
             if state is not None:
                 del self._pods[info.uid]
                 self._assumed.pop(info.uid, None)
@@ -288,6 +295,7 @@ class ClusterCache:
             return
         if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
             del self._pending[info.key]
+        self._taken_over.pop(info.uid, None)
         if state is not None:
             if state.info.node_name != info.node_name:
                 log.warning("pod assumed on one node was bound to another",
@@ -298,7 +306,10 @@ class ClusterCache:
         self._account(info)
 
     def _follow_ledger(self, info: PodInfo, state: _PodState | None) -> None:
-        """Mirror an unbound pod's allocation annotation as a reservation (lock held)."""
+        """Mirror an unbound pod's allocation annotation as a reservation (lock held). An
+        unconfirmed hold stays: an unbound version of the pod may be older than its Binding."""
+        if state is not None and state.unconfirmed:
+            return
         alloc = ledger.of_pod(info.annotations, self.annotation_prefix) if self.annotation_prefix else None
         if state is not None:
             if alloc is not None and alloc.node == state.info.node_name:
@@ -336,6 +347,7 @@ class ClusterCache:
                 gone.append(pending)
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
+            self._taken_over.pop(uid, None)
             if state is not None:
                 self._release(state.info)
                 gone.append(state.info)
@@ -358,11 +370,17 @@ class ClusterCache:
         the reservation stays where it was (a previous leader's Binding may still need it). The
         check of the ledger's own node sees that node without the pod's reservation, so a pod
         re-bound where its ledger says is not counted twice. Raises AssumeError if the pod is
-        already assumed by this process or bound, or the node is unknown."""
+        already assumed by this process or bound, or the node is unknown - or when the pod's
+        earlier Binding, of unknown outcome, named another node (``keep_unconfirmed``): the pod
+        may be bound there."""
         with self._lock:
             state = self._pods.get(pod.uid)
             if state is not None and not state.ledger:
                 raise AssumeError(f"pod {pod.key} is already assumed or bound")
+            if state is not None and state.unconfirmed and state.info.node_name != node_name:
+                raise AssumeError(f"pod {pod.key} may be bound to {state.info.node_name} already (the outcome of "
+                                  "its Binding there is unknown): not binding it elsewhere until the cluster "
+                                  "shows it or that hold expires")
             node = self._nodes.get(node_name)
             if node is None or node.node is None:
                 raise AssumeError(f"node {node_name} is not in the extender cache")
@@ -375,6 +393,8 @@ class ClusterCache:
                 del self._pods[pod.uid]
                 self._assumed.pop(pod.uid, None)
                 self._moved_off(state.info, node_name)
+                if state.unconfirmed:
+                    self._taken_over[pod.uid] = state
             info = pod.bound_to(node_name)
             self._labels.add(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
@@ -386,6 +406,7 @@ class ClusterCache:
         """The Binding was written: start the confirmation TTL. No-op if the watch already
         confirmed the pod or it is unknown."""
         with self._lock:
+            self._taken_over.pop(uid, None)  # this Binding is stored: the earlier one's outcome no longer matters
             state = self._pods.get(uid)
             if state is not None and state.assumed:
                 state.binding_finished = True
@@ -396,50 +417,61 @@ class ClusterCache:
     def forget(self, uid: str) -> bool:
         """Drop an assumption (the binding cycle failed). A reservation the assumption took over
         from the ledger (the pod still carries the allocation annotation: a previous leader's
-        Binding may still land) holds again, as before the bind. Returns False if the pod was not
-        assumed (never assumed, or already confirmed by the cluster: then the cluster is right)."""
+        Binding may still land) or an unconfirmed hold it took over holds again, as before the
+        bind. Returns False if the pod was not assumed (never assumed, or already confirmed by
+        the cluster: then the cluster is right)."""
         with self._lock:
             state = self._assumed.pop(uid, None)
             if state is None:
                 return False
             del self._pods[uid]
             self._release(state.info)
+            kept = self._taken_over.pop(uid, None)
             pending = self._pending.get(state.info.key)
-            if pending is not None and pending.uid == uid:
+            if kept is not None:
+                self._hold(kept)
+            elif pending is not None and pending.uid == uid:
                 self._follow_ledger(pending, None)  # a previous leader's allocation it took over holds again
             self._regroup(uid, state.info.key)
             return True
+
+    def _hold(self, state: _PodState) -> None:
+        """Count a finished assumption (a hold) again, with its deadline (lock held)."""
+        uid = state.info.uid
+        self._pods[uid] = self._assumed[uid] = state
+        if self.assumed_ttl > 0:
+            heapq.heappush(self._deadlines, (state.deadline, uid))
+        self._account(state.info)
 
     def keep_unconfirmed(self, uid: str, annotations: Mapping[str, str]) -> bool:
         """End the assumption of pod ``uid`` whose Binding, carrying ``annotations``, may or may
         not have been stored (its reply was lost and the pod could not be read back). When the
         annotations hold its allocation (``extender.framework.ledger``) for the assumed node, the
-        capacity stays held there as the ledger holds a previous process's allocation: until
-        ``assumed_ttl`` after the allocation's ``reservedAt``, or until the watch shows the pod
-        (bound: confirmed; unbound without the allocation: released); its next bind takes it
-        over. Until the watch says otherwise the pod is taken to carry ``annotations``. Returns
-        whether the capacity stays held; False (released, as ``forget``) when the annotations
-        hold no such allocation, False when the pod is not assumed."""
+        capacity stays held there - as the allocation the Binding carried, annotations included
+        (DeviceShare's devices) - like the ledger's holds, but ended only by what settles the
+        Binding's outcome: the watch showing the pod bound (it is counted there) or gone, or
+        ``assumed_ttl`` from now. An unbound version of the pod does not end it (it may be older
+        than the Binding). Its next bind takes it over on that node and, failing, holds it again
+        (``forget``); a bind to another node is refused (``assume``). Returns whether the
+        capacity stays held; False (released, as ``forget``) when the annotations hold no such
+        allocation, False when the pod is not assumed."""
         with self._lock:
             state = self._assumed.get(uid)
             if state is None:
                 return False
-            key = state.info.key
-            pending = self._pending.get(key)
+            info = state.info
             alloc = ledger.of_pod(annotations, self.annotation_prefix) if self.annotation_prefix else None
-            if pending is None or pending.uid != uid or alloc is None or alloc.node != state.info.node_name:
+            if alloc is None or alloc.node != info.node_name:
                 self.forget(uid)
                 return False
-            meta = pending.raw.get("metadata") or {}
-            raw = {**pending.raw, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
-                                                                        **annotations}}}
-            annotated = PodInfo.from_pod(raw, self.resources)
-            del self._assumed[uid]
-            del self._pods[uid]
-            self._unaccount(state.info)
-            self._pending[key] = annotated
-            self._follow_ledger(annotated, None)
-            self._regroup(uid, key)
+            meta = info.raw.get("metadata") or {}
+            raw = {**info.raw, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}}
+            self._unaccount(info)
+            self._taken_over.pop(uid, None)
+            deadline = self.clock.monotonic() + self.assumed_ttl if self.assumed_ttl > 0 else float("inf")
+            self._hold(_PodState(replace(info, raw=raw), assumed=True, binding_finished=True, deadline=deadline,
+                                 ledger=True, unconfirmed=True))
+            self._regroup(uid, info.key)
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:

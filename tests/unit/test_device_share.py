@@ -260,6 +260,36 @@ def test_a_binding_of_unknown_outcome_keeps_its_devices_held() -> None:
     assert "no longer fits" in engine.bind("default", "r", "u-r", "a")
 
 
+def test_a_retry_after_an_unknown_outcome_counts_the_devices_it_binds_not_the_first_ones() -> None:
+    """p's first Binding (device 1, beside x) has an unknown outcome - it was not stored. x goes;
+    kube-scheduler's retry binds p on the same node, on device 0. Until the watch shows that
+    Binding, p counts on device 0: the first Binding's assignment must not ride along into the
+    retry (it did, and q was put on device 0 beside p). (Found in review.)"""
+    x = share_pod("x", 4096, node="a", **{
+        "kube-extender.io/devices": json.dumps({"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 4096}}})})
+    engine, cluster = engine_over(NODES, [x, share_pod("p", 8192), share_pod("q", 12288)])
+    real_bind = cluster.bind
+
+    def unknown(*args: Any, **kwargs: Any) -> None:
+        raise WriteError("no reply, and the pod could not be read back", uncertain=True)
+
+    cluster.bind = unknown  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u-p", "a")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    cluster.delete_pod("default", "x")
+    lagging: list[dict] = []
+    publish = cluster._publish_pod
+    cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # our watch lags from here on
+    assert engine.bind("default", "p", "u-p", "a") == "", "kube-scheduler's retry"
+    devices_of = lambda name: json.loads(  # noqa: E731
+        cluster.get_pod("default", name)["metadata"]["annotations"]["kube-extender.io/devices"])["containers"]["main"]
+    assert devices_of("p")["devices"] == [0], "the retry took device 0"
+    assert engine.bind("default", "q", "u-q", "a") == ""
+    for pod in lagging:
+        publish(pod)
+    assert devices_of("q")["devices"] == [1], "8 GiB (p) + 12 GiB (q) fit no one 16 GiB device"
+
+
 def test_assignments_survive_a_restart() -> None:
     engine, cluster = engine_over(NODES, [])
     for i in range(3):

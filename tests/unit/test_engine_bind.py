@@ -100,7 +100,7 @@ def unknown_outcome(*_args: Any, **_kwargs: Any) -> None:
 @pytest.mark.parametrize("settle, held_after", [
     ("nothing yet", True),
     ("the hold expires", False),
-    ("the watch shows the pod unbound, without the allocation", False),
+    ("the watch shows the pod unbound (an update the Binding may be behind)", True),
     ("the pod is deleted", False),
     ("kube-scheduler's retry binds it", True),
 ])
