@@ -84,9 +84,12 @@ class _PodState:
     deadline: float = 0.0
     ledger: bool = False
     """Reserved because of an allocation annotation, not by a bind in this process."""
-    unconfirmed: bool = False
-    """A ledger hold for a Binding of unknown outcome (``keep_unconfirmed``): only the pod shown
-    bound, its end or the TTL settle it."""
+    sent: Mapping[str, str] | None = None
+    """For a hold of a Binding of unknown outcome (``keep_unconfirmed``): the annotations that
+    Binding carried. Only the pod shown bound or gone, the Binding sent again, a read of the
+    pod or the TTL end such a hold."""
+    held_at: float = 0.0
+    """When such a hold was made (monotonic)."""
 
 
 class ClusterCache:
@@ -102,9 +105,6 @@ class ClusterCache:
         self._pods: dict[str, _PodState] = {}
         self._pending: dict[str, PodInfo] = {}
         self._assumed: dict[str, _PodState] = {}
-        self._taken_over: dict[str, _PodState] = {}
-        """Unconfirmed holds an assumption took over (a bind of the pod again): what ``forget``
-        restores, until the new Binding is written or the watch settles the pod."""
         self._deadlines: list[tuple[float, str]] = []
         """Heap of (deadline, uid) of the assumptions whose binding finished, so that expiring
         them looks only at those due, not at every pod waiting in Permit. An entry whose pod was
@@ -282,7 +282,6 @@ class ClusterCache:
         if info.terminal:
             if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]
-            self._taken_over.pop(info.uid, None)
             if state is not None:
                 del self._pods[info.uid]
                 self._assumed.pop(info.uid, None)
@@ -295,7 +294,6 @@ class ClusterCache:
             return
         if self._pending.get(info.key) is not None and self._pending[info.key].uid == info.uid:
             del self._pending[info.key]
-        self._taken_over.pop(info.uid, None)
         if state is not None:
             if state.info.node_name != info.node_name:
                 log.warning("pod assumed on one node was bound to another",
@@ -308,7 +306,7 @@ class ClusterCache:
     def _follow_ledger(self, info: PodInfo, state: _PodState | None) -> None:
         """Mirror an unbound pod's allocation annotation as a reservation (lock held). An
         unconfirmed hold stays: an unbound version of the pod may be older than its Binding."""
-        if state is not None and state.unconfirmed:
+        if state is not None and state.sent is not None:
             return
         alloc = ledger.of_pod(info.annotations, self.annotation_prefix) if self.annotation_prefix else None
         if state is not None:
@@ -347,7 +345,6 @@ class ClusterCache:
                 gone.append(pending)
             state = self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
-            self._taken_over.pop(uid, None)
             if state is not None:
                 self._release(state.info)
                 gone.append(state.info)
@@ -370,17 +367,12 @@ class ClusterCache:
         the reservation stays where it was (a previous leader's Binding may still need it). The
         check of the ledger's own node sees that node without the pod's reservation, so a pod
         re-bound where its ledger says is not counted twice. Raises AssumeError if the pod is
-        already assumed by this process or bound, or the node is unknown - or when the pod's
-        earlier Binding, of unknown outcome, named another node (``keep_unconfirmed``): the pod
-        may be bound there."""
+        already assumed by this process or bound, the node is unknown, or the pod's Binding's
+        outcome is unknown (``keep_unconfirmed``: that Binding is sent again instead)."""
         with self._lock:
             state = self._pods.get(pod.uid)
-            if state is not None and not state.ledger:
+            if state is not None and (not state.ledger or state.sent is not None):
                 raise AssumeError(f"pod {pod.key} is already assumed or bound")
-            if state is not None and state.unconfirmed and state.info.node_name != node_name:
-                raise AssumeError(f"pod {pod.key} may be bound to {state.info.node_name} already (the outcome of "
-                                  "its Binding there is unknown): not binding it elsewhere until the cluster "
-                                  "shows it or that hold expires")
             node = self._nodes.get(node_name)
             if node is None or node.node is None:
                 raise AssumeError(f"node {node_name} is not in the extender cache")
@@ -393,8 +385,6 @@ class ClusterCache:
                 del self._pods[pod.uid]
                 self._assumed.pop(pod.uid, None)
                 self._moved_off(state.info, node_name)
-                if state.unconfirmed:
-                    self._taken_over[pod.uid] = state
             info = pod.bound_to(node_name)
             self._labels.add(info)
             self._pods[pod.uid] = self._assumed[pod.uid] = _PodState(info, assumed=True)
@@ -406,7 +396,6 @@ class ClusterCache:
         """The Binding was written: start the confirmation TTL. No-op if the watch already
         confirmed the pod or it is unknown."""
         with self._lock:
-            self._taken_over.pop(uid, None)  # this Binding is stored: the earlier one's outcome no longer matters
             state = self._pods.get(uid)
             if state is not None and state.assumed:
                 state.binding_finished = True
@@ -415,46 +404,35 @@ class ClusterCache:
                     heapq.heappush(self._deadlines, (state.deadline, uid))
 
     def forget(self, uid: str) -> bool:
-        """Drop an assumption (the binding cycle failed). A reservation the assumption took over
-        from the ledger (the pod still carries the allocation annotation: a previous leader's
-        Binding may still land) or an unconfirmed hold it took over holds again, as before the
-        bind. Returns False if the pod was not assumed (never assumed, or already confirmed by
-        the cluster: then the cluster is right)."""
+        """Drop an assumption (the binding cycle failed) or a hold of a Binding of unknown outcome
+        (it was not stored). A reservation the assumption took over from the ledger (the pod still
+        carries the allocation annotation: a previous leader's Binding may still land) holds
+        again, as before the bind. Returns False if the pod was not assumed (never assumed, or
+        already confirmed by the cluster: then the cluster is right)."""
         with self._lock:
             state = self._assumed.pop(uid, None)
             if state is None:
                 return False
             del self._pods[uid]
             self._release(state.info)
-            kept = self._taken_over.pop(uid, None)
             pending = self._pending.get(state.info.key)
-            if kept is not None:
-                self._hold(kept)
-            elif pending is not None and pending.uid == uid:
+            if state.sent is None and pending is not None and pending.uid == uid:
                 self._follow_ledger(pending, None)  # a previous leader's allocation it took over holds again
             self._regroup(uid, state.info.key)
             return True
-
-    def _hold(self, state: _PodState) -> None:
-        """Count a finished assumption (a hold) again, with its deadline (lock held)."""
-        uid = state.info.uid
-        self._pods[uid] = self._assumed[uid] = state
-        if self.assumed_ttl > 0:
-            heapq.heappush(self._deadlines, (state.deadline, uid))
-        self._account(state.info)
 
     def keep_unconfirmed(self, uid: str, annotations: Mapping[str, str]) -> bool:
         """End the assumption of pod ``uid`` whose Binding, carrying ``annotations``, may or may
         not have been stored (its reply was lost and the pod could not be read back). When the
         annotations hold its allocation (``extender.framework.ledger``) for the assumed node, the
         capacity stays held there - as the allocation the Binding carried, annotations included
-        (DeviceShare's devices) - like the ledger's holds, but ended only by what settles the
-        Binding's outcome: the watch showing the pod bound (it is counted there) or gone, or
-        ``assumed_ttl`` from now. An unbound version of the pod does not end it (it may be older
-        than the Binding). Its next bind takes it over on that node and, failing, holds it again
-        (``forget``); a bind to another node is refused (``assume``). Returns whether the
-        capacity stays held; False (released, as ``forget``) when the annotations hold no such
-        allocation, False when the pod is not assumed."""
+        (DeviceShare's devices) - until what settles the outcome: the watch showing the pod bound
+        (counted there) or gone, the Binding sent again (``unconfirmed``, ``confirm_written``), a
+        read of the pod (``forget`` when unbound), or ``assumed_ttl`` from now. An unbound
+        version of the pod from the watch does not end it (it may be older than the Binding);
+        the pod cannot be assumed meanwhile. Returns whether the capacity stays held; False
+        (released, as ``forget``) when the annotations hold no such allocation, False when the
+        pod is not assumed."""
         with self._lock:
             state = self._assumed.get(uid)
             if state is None:
@@ -467,11 +445,42 @@ class ClusterCache:
             meta = info.raw.get("metadata") or {}
             raw = {**info.raw, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}}
             self._unaccount(info)
-            self._taken_over.pop(uid, None)
             deadline = self.clock.monotonic() + self.assumed_ttl if self.assumed_ttl > 0 else float("inf")
-            self._hold(_PodState(replace(info, raw=raw), assumed=True, binding_finished=True, deadline=deadline,
-                                 ledger=True, unconfirmed=True))
+            held = _PodState(replace(info, raw=raw), assumed=True, binding_finished=True, deadline=deadline,
+                             ledger=True, sent=dict(annotations), held_at=self.clock.monotonic())
+            self._pods[uid] = self._assumed[uid] = held
+            if self.assumed_ttl > 0:
+                heapq.heappush(self._deadlines, (deadline, uid))
+            self._account(held.info)
             self._regroup(uid, info.key)
+            return True
+
+    def unconfirmed(self, uid: str) -> tuple[PodInfo, Mapping[str, str]] | None:
+        """The hold of pod ``uid``'s Binding of unknown outcome (the pod as held, on its node; the
+        annotations that Binding carried), or None."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            return (state.info, state.sent) if state is not None and state.sent is not None else None
+
+    def unconfirmed_holds(self, older_than: float = 0.0) -> list[tuple[PodInfo, Mapping[str, str]]]:
+        """The holds of Bindings of unknown outcome (as ``unconfirmed``) made at least
+        ``older_than`` seconds ago."""
+        before = self.clock.monotonic() - older_than
+        with self._lock:
+            return [(s.info, s.sent) for s in self._assumed.values() if s.sent is not None and s.held_at <= before]
+
+    def confirm_written(self, uid: str) -> bool:
+        """The held pod's Binding is known stored now (sent again, or read): the hold becomes an
+        ordinary assumption whose Binding finished, confirmed by the watch or expired by the
+        TTL from now. False when there is no such hold."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            if state is None or state.sent is None:
+                return False
+            state.sent, state.ledger = None, False
+            state.deadline = self.clock.monotonic() + self.assumed_ttl
+            if self.assumed_ttl > 0:
+                heapq.heappush(self._deadlines, (state.deadline, uid))
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:
@@ -656,10 +665,19 @@ class ClusterCache:
             return state is not None and state.assumed
 
     def is_ledger_reservation(self, uid: str) -> bool:
-        """Held only because of an allocation annotation (no bind of this process is behind it)."""
+        """Held only because of an allocation annotation (no bind of this process is behind it),
+        or for a Binding of unknown outcome (``keep_unconfirmed``)."""
         with self._lock:
             state = self._pods.get(uid)
             return state is not None and state.ledger
+
+    def own_hold(self, uid: str) -> tuple[PodInfo, bool] | None:
+        """The pod as a ledger reservation or an unconfirmed hold counts it (no rival of the pod
+        itself), and whether it is an unconfirmed hold (the pod may be bound there: no other node
+        will do); None when it is neither."""
+        with self._lock:
+            state = self._pods.get(uid)
+            return (state.info, state.sent is not None) if state is not None and state.ledger else None
 
     def pending_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:

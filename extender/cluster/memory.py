@@ -251,6 +251,13 @@ class MemoryCluster:
             self._pods[pod_key(namespace, name)] = stored
             self._publish_pod(stored)
 
+    def bound_node(self, namespace: str, name: str, uid: str) -> str | None:
+        with self._lock:
+            pod = self._pods.get(pod_key(namespace, name))
+            if pod is None or pod["metadata"].get("uid") != uid:
+                return None
+            return (pod.get("spec") or {}).get("nodeName") or None
+
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
                            resource_version: str | None = None, uid: str | None = None) -> None:

@@ -27,6 +27,10 @@ class CycleState:
         feasible itself. None in other cycles (prioritize, preempt, bind)."""
         self.allocation_extra: dict[str, Any] = {}
         """Plugin details (devices picked, ...) recorded in the allocation ledger annotation."""
+        self.binding_outcome_unknown = False
+        """Set for Unreserve when the Binding may have been stored (its reply lost, the pod
+        unreadable): the engine keeps the pod's capacity held on its node - as the allocation
+        the Binding carried - until the cluster tells, so a plugin must not hold it again."""
 
     def write(self, key: str, value: Any) -> None:
         with self._lock:

@@ -46,6 +46,12 @@ class ClusterWriter(Protocol):
         UID raises WriteError(conflict=True); a Binding that may have been stored though the
         writer cannot tell raises WriteError(uncertain=True)."""
 
+    def bound_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The node the pod with this UID is bound to as the cluster has it now (a read, not the
+        watch's view); None when it is unbound, gone, or the name is another pod's. Raises
+        WriteError when it cannot be read. What settles a Binding of unknown outcome. Added in
+        API 1.2."""
+
     def patch_pod_metadata(self, namespace: str, name: str, *, annotations: Mapping[str, str | None] | None = None,
                            labels: Mapping[str, str | None] | None = None,
                            resource_version: str | None = None, uid: str | None = None) -> None:

@@ -4,10 +4,12 @@
   current state - capacity the queue holds against it counted - and assume it atomically ->
   Reserve -> Permit (maybe wait) -> PreBind (+ the allocation ledger annotation) -> Bind ->
   PostBind -> finish_binding. Any failure: Unreserve in reverse order, forget, return the error
-  text - but a Binding that may have been stored keeps its capacity held (``_unconfirmed``). Idempotent: already bound or assumed on the same node is success; a second bind of a pod
+  text - but a Binding that may have been stored keeps its capacity held (``_unconfirmed``), and
+  the pod's next bind sends that Binding again (``_send_again``). Idempotent: already bound or assumed on the same node is success; a second bind of a pod
   whose bind is in flight waits for the first one's result. A bound pod of higher priority clears
   the nominations it displaced.
-* ``collect_orphans``: allocation annotations of reservations that expired unbound are removed.
+* ``collect_orphans``: allocation annotations of reservations that expired unbound are removed,
+  and Bindings of unknown outcome are settled by reading their pods (``settle_unconfirmed``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from extender.cache.cache import AssumeError
 from extender.framework import ledger
@@ -32,6 +35,11 @@ from extender.runtime.pods import RecentPods
 from extender.runtime.profiles import Profiles
 
 log = logging.getLogger(__name__)
+
+SETTLE_AFTER_SECONDS = 5.0
+"""How long a Binding of unknown outcome is held before a read of its pod settles it."""
+
+_HELD = "its capacity on {node} stays held until the cluster shows the pod (bound or not) or the hold expires"
 
 
 @dataclass
@@ -95,6 +103,9 @@ class BindingCycle(VerbContext):
 
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         key = pod_key(namespace, name)
+        unsettled = self.cache.unconfirmed(uid)
+        if unsettled is not None:
+            return self._send_again(unsettled[0], unsettled[1], node)
         # A reservation held only by an allocation annotation (from before a restart or leader
         # change, never bound) is no binding: assume() takes it over atomically below.
         existing = None if self.cache.is_ledger_reservation(uid) else self.cache.pod(uid)
@@ -171,12 +182,69 @@ class BindingCycle(VerbContext):
         the pod, whose next bind takes the hold over (and is a success if the first Binding was
         stored), unless the watch settles it first."""
         held = self.cache.keep_unconfirmed(pod.uid, {k: v for k, v in state.pod_annotations.items() if v is not None})
+        state.binding_outcome_unknown = held
         fw.run_unreserve(state, pod, node)
         error = f"bind failed for pod {pod.key} on {node}: {by_plugin(st)}"
         if not held:
             return error
         log.warning("binding outcome unknown: capacity kept", extra={"pod": pod.key, "node": node})
-        return f"{error}; its capacity on {node} stays held until the cluster shows the pod or the hold expires"
+        return f"{error}; {_HELD.format(node=node)}"
+
+    def _send_again(self, pod: PodInfo, annotations: Mapping[str, str], node: str) -> str:
+        """kube-scheduler retries a pod whose Binding's outcome is unknown: that Binding is sent
+        again - the same node and annotations, which the hold keeps - rather than a new cycle,
+        which could choose other devices than a stored first Binding did. Stored (now or before):
+        the hold becomes an ordinary assumption. Not stored and refused for good: released.
+        Unknown again: held still. Another node is refused while the first Binding may stand
+        (filter offers only its node meanwhile)."""
+        if node != pod.node_name:
+            return (f"pod {pod.key} may be bound to {pod.node_name} already (the outcome of its Binding there is "
+                    f"unknown): not binding it to {node}")
+        try:
+            self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node, annotations)
+        except WriteError as exc:
+            if exc.uncertain:
+                return f"bind failed for pod {pod.key} on {node}: {exc}; {_HELD.format(node=node)}"
+            self.cache.forget(pod.uid)
+            return f"bind failed for pod {pod.key} on {node}: {exc}"
+        self.cache.confirm_written(pod.uid)
+        self.queue.schedulable(pod.uid)
+        self._clear_displaced_nominations(pod, node)
+        return ""
+
+    def settle_unconfirmed(self, min_age: float = SETTLE_AFTER_SECONDS) -> int:
+        """Read each pod whose Binding's outcome has been unknown for ``min_age`` seconds (on the
+        leader, from the upkeep loop; a Binding the API server still works on could otherwise be
+        read as not stored): bound where held - the hold becomes an ordinary assumption the watch
+        confirms -, or unbound, gone or bound elsewhere - released: kube-scheduler may place the
+        pod anew -; unreadable: held still. A bind of the pod in flight is waited for, not raced.
+        Returns how many were settled."""
+        settled = 0
+        for pod, _ in self.cache.unconfirmed_holds(older_than=min_age):
+            with self._inflight_lock:
+                if pod.uid in self._inflight:
+                    continue  # its bind is settling it
+                flight = self._inflight[pod.uid] = _BindFlight(pod.node_name)
+            try:
+                try:
+                    node = self.handle.writer.bound_node(pod.namespace, pod.name, pod.uid)
+                except WriteError as exc:
+                    flight.result = f"pod {pod.key}: the outcome of its Binding to {pod.node_name} is still unknown"
+                    log.info("binding outcome still unknown", extra={"pod": pod.key, "error": str(exc)})
+                    continue
+                if node == pod.node_name:
+                    self.cache.confirm_written(pod.uid)
+                else:
+                    self.cache.forget(pod.uid)
+                    flight.result = f"pod {pod.key}: its earlier Binding to {pod.node_name} was not stored; try again"
+                settled += 1
+                log.info("binding outcome settled", extra={"pod": pod.key, "node": pod.node_name,
+                                                           "bound": node == pod.node_name})
+            finally:
+                flight.done.set()
+                with self._inflight_lock:
+                    self._inflight.pop(pod.uid, None)
+        return settled
 
     def _clear_displaced_nominations(self, bound: PodInfo, node: str) -> None:
         """A pod of higher priority took capacity on ``node``: nominations of lower-priority pods
@@ -227,7 +295,9 @@ class BindingCycle(VerbContext):
     def collect_orphans(self) -> int:
         """Release expired reservations and remove their allocation annotations from pods that are
         still unbound (orphans of a crash, a lost bind reply or a deposed leader). Call on the
-        leader only. Returns how many annotations were removed."""
+        leader only. Bindings of unknown outcome are settled first (``settle_unconfirmed``).
+        Returns how many annotations were removed."""
+        self.settle_unconfirmed()
         self.cache.cleanup_expired()
         removed = 0
         annotation = ledger.key(self.handle.annotation_prefix)

@@ -39,6 +39,13 @@ from extender.runtime.profiles import Profiles
 log = logging.getLogger(__name__)
 
 
+def _maybe_bound(node: str) -> Status:
+    """Why a pod whose Binding to ``node`` has an unknown outcome fits no other node."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                  (f"the pod may be bound to {node} already (the outcome of its Binding there is unknown)",),
+                  plugin="extender")
+
+
 def _sent(texts: Mapping[str, str], names: list[str]) -> int:
     """How many of the request's ``names`` ``texts`` rejects, a name the request repeats counted
     each time as in "Success" (for the decisions counter; ``NodeTexts`` counts without making
@@ -208,14 +215,19 @@ class SchedulingCycle(VerbContext):
             candidates: list[NodeInfo] = []
             get = snapshot.getter()
             held = self.queue.held_nodes()
-            own = self.cache.pod(pod.uid) if self.cache.is_ledger_reservation(pod.uid) else None
-            own_node = own.node_name if own is not None else None  # its own reservation is no rival
+            hold = self.cache.own_hold(pod.uid)
+            own_node = hold[0].node_name if hold is not None else None  # its own reservation is no rival
+            excluded = PREFILTER_EXCLUDED
+            if hold is not None and hold[1]:  # its Binding there may have been stored: no other node will do
+                only = frozenset({hold[0].node_name})
+                allowed = only & allowed if allowed is not None else only
+                excluded = _maybe_bound(hold[0].node_name)
             if self.batch:  # the columnar path (extender.runtime.batch); None: per node below
                 columns, exact = self._held_columns(pod, snapshot, held) if held else (None, held)
                 batch = filter_names(fw, state, pod, snapshot, node_names, allowed=allowed,
                                      adjusted=exact | {own_node} if own_node else exact,
                                      adjust=lambda info: self._adjusted(info, pod, own_node, held),
-                                     unknown=NOT_IN_CACHE, excluded=PREFILTER_EXCLUDED,
+                                     unknown=NOT_IN_CACHE, excluded=excluded,
                                      held=(columns, held) if columns is not None else None)
         if batch is not None:
             feasible = outcome.feasible = batch.feasible
@@ -231,7 +243,7 @@ class SchedulingCycle(VerbContext):
                     if info is None:
                         rejected[name] = NOT_IN_CACHE
                     elif allowed is not None and name not in allowed:
-                        rejected[name] = PREFILTER_EXCLUDED
+                        rejected[name] = excluded
                     else:
                         candidates.append(self._adjusted(info, pod, own_node, held))
             result = fw.run_filter(state, pod, candidates)

@@ -299,13 +299,14 @@ class Gang:
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """A member failed (timeout, denial, bind error). Before its group was let go, the whole
         group stops: it releases what it holds, its waiting members are rejected and it backs off.
-        After (its Binding failed), its place is held for kube-scheduler's retry instead."""
+        After (its Binding failed), its place is held for kube-scheduler's retry instead - unless
+        the engine holds it already (a Binding of unknown outcome: ``binding_outcome_unknown``)."""
         group = self._group(pod)
         if group is None:
             return
         decision = self.groups.unreserve(group, pod.uid)
         if decision.keep_place:  # the rest of the group is being bound: hold this member's place for its retry
-            if pod.requests:
+            if pod.requests and not state.binding_outcome_unknown:
                 self.reservations.place(self._owner(group), pod.priority, [(node_name, pod)],
                                         self.args.reservation_timeout, member=lambda p: self._group(p) == group,
                                         extend=True)

@@ -319,6 +319,32 @@ def test_a_pod_our_watch_has_not_shown_yet_keeps_its_capacity_after_an_unknown_o
         ext.stop()
 
 
+@pytest.mark.parametrize("stored", [True, False], ids=["the Binding was stored", "it was not"])
+def test_a_read_of_the_pod_settles_a_binding_of_unknown_outcome(api: FakeApiServer, stored: bool) -> None:
+    """The upkeep reads the pod once the API server answers again: bound where held - an
+    ordinary assumption the watch confirms -, or not - released, and kube-scheduler may place
+    the pod anew."""
+    api.create(pod("p", 3))
+    ext = Extender(api)
+    try:
+        api.delay_watches("kube-extender", 3.0, path=r"/pods")
+        if stored:
+            api.lose_reply_next("POST", r"/pods/p/binding$", 504)
+        else:
+            api.fail_next("POST", r"/pods/p/binding$", 504)
+        api.fail_next("GET", r"/namespaces/default/pods/p$", 503, count=4)
+        assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        writer = ext.engine.handle.writer
+        with pytest.raises(WriteError):
+            writer.bound_node("default", "p", uid(api, "p"))  # the 4th failed read
+        assert ext.engine.binding.settle_unconfirmed(min_age=0) == 1
+        assert ext.used("n1") == (3 if stored else 0)
+        assert ext.state.cache.unconfirmed(uid(api, "p")) is None
+        assert writer.bound_node("default", "p", "another-uid") is None
+    finally:
+        ext.stop()
+
+
 def test_a_failed_read_before_lifting_a_gate_is_no_conflict(api: FakeApiServer) -> None:
     """A conflict means the pod changed or went; a 503 reading it means try again."""
     gated = pod("g", 1)

@@ -260,11 +260,12 @@ def test_a_binding_of_unknown_outcome_keeps_its_devices_held() -> None:
     assert "no longer fits" in engine.bind("default", "r", "u-r", "a")
 
 
-def test_a_retry_after_an_unknown_outcome_counts_the_devices_it_binds_not_the_first_ones() -> None:
+def test_a_retry_after_an_unknown_outcome_that_was_not_stored_sends_the_same_binding() -> None:
     """p's first Binding (device 1, beside x) has an unknown outcome - it was not stored. x goes;
-    kube-scheduler's retry binds p on the same node, on device 0. Until the watch shows that
-    Binding, p counts on device 0: the first Binding's assignment must not ride along into the
-    retry (it did, and q was put on device 0 beside p). (Found in review.)"""
+    kube-scheduler's retry sends that same Binding again (device 1, which the hold kept), and
+    until the watch shows it, the cache counts p there: q goes to device 0. (Found in review: the
+    retry's new cycle picked device 0 while the first assignment rode along, and q was put on
+    device 0 beside p.)"""
     x = share_pod("x", 4096, node="a", **{
         "kube-extender.io/devices": json.dumps({"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 4096}}})})
     engine, cluster = engine_over(NODES, [x, share_pod("p", 8192), share_pod("q", 12288)])
@@ -283,11 +284,52 @@ def test_a_retry_after_an_unknown_outcome_counts_the_devices_it_binds_not_the_fi
     assert engine.bind("default", "p", "u-p", "a") == "", "kube-scheduler's retry"
     devices_of = lambda name: json.loads(  # noqa: E731
         cluster.get_pod("default", name)["metadata"]["annotations"]["kube-extender.io/devices"])["containers"]["main"]
-    assert devices_of("p")["devices"] == [0], "the retry took device 0"
+    assert devices_of("p")["devices"] == [1], "the same Binding, sent again"
     assert engine.bind("default", "q", "u-q", "a") == ""
     for pod in lagging:
         publish(pod)
-    assert devices_of("q")["devices"] == [1], "8 GiB (p) + 12 GiB (q) fit no one 16 GiB device"
+    assert devices_of("q")["devices"] == [0], "8 GiB (p) + 12 GiB (q) fit no one 16 GiB device"
+
+
+@pytest.mark.parametrize("retry", ["bound there already", "unknown again"])
+def test_a_retry_after_an_unknown_outcome_that_was_stored_counts_the_devices_the_pod_holds(retry: str) -> None:
+    """p's first Binding (device 1, beside x) was stored, its reply lost, every read back failed:
+    the hold carries device 1. x goes (our watch shows that, not p's Binding yet). kube-scheduler's
+    retry must not pick devices anew (device 0 now looks free): the same Binding is sent again, so
+    whatever the cluster holds, the cache counts p on device 1 and q goes to device 0. (Found in
+    review: q was put on device 1 beside p.)"""
+    x = share_pod("x", 4096, node="a", **{
+        "kube-extender.io/devices": json.dumps({"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 4096}}})})
+    engine, cluster = engine_over(NODES, [x, share_pod("p", 8192), share_pod("q", 12288)])
+    real_bind = cluster.bind
+    lagging: list[dict] = []
+    publish = cluster._publish_pod
+
+    def stored_reply_lost(*args: Any, **kwargs: Any) -> None:
+        cluster.delete_pod("default", "x")  # before p's Binding in the API server's order; our watch shows it
+        cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # but not p's Binding, yet
+        real_bind(*args, **kwargs)
+        raise WriteError("no reply, and the pod could not be read back", uncertain=True)
+
+    def unknown_again(*args: Any, **kwargs: Any) -> None:
+        raise WriteError("binding conflict, and the pod could not be read back: it may be bound", uncertain=True)
+
+    cluster.bind = stored_reply_lost  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u-p", "a")
+    devices_of = lambda name: json.loads(  # noqa: E731
+        cluster.get_pod("default", name)["metadata"]["annotations"]["kube-extender.io/devices"])["containers"]["main"]
+    assert devices_of("p")["devices"] == [1], "the first Binding put p on device 1, beside x"
+    if retry == "bound there already":
+        cluster.bind = real_bind  # type: ignore[method-assign]
+        assert engine.bind("default", "p", "u-p", "a") == "", "kube-scheduler's retry: p is bound there already"
+    else:
+        cluster.bind = unknown_again  # type: ignore[method-assign]
+        assert "stays held" in engine.bind("default", "p", "u-p", "a")
+        cluster.bind = real_bind  # type: ignore[method-assign]
+    assert engine.bind("default", "q", "u-q", "a") == ""
+    for pod in lagging:
+        publish(pod)
+    assert devices_of("q")["devices"] == [0], "8 GiB (p, device 1) + 12 GiB (q) fit no one 16 GiB device"
 
 
 def test_assignments_survive_a_restart() -> None:

@@ -103,6 +103,7 @@ def unknown_outcome(*_args: Any, **_kwargs: Any) -> None:
     ("the watch shows the pod unbound (an update the Binding may be behind)", True),
     ("the pod is deleted", False),
     ("kube-scheduler's retry binds it", True),
+    ("a read of the pod shows it unbound", False),
 ])
 def test_a_bind_of_unknown_outcome_keeps_the_capacity_until_something_settles_it(settle: str,
                                                                                 held_after: bool) -> None:
@@ -129,6 +130,11 @@ def test_a_bind_of_unknown_outcome_keeps_the_capacity_until_something_settles_it
     elif settle.startswith("kube-scheduler"):
         assert engine.bind("default", "p", "u1", "n1") == ""
         assert cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    elif settle.startswith("a read"):
+        engine.collect_orphans()
+        assert gpu_used(engine, "n1") == 2000, "a hold younger than a few seconds is not read yet"
+        engine.handle.clock.advance(6)
+        engine.collect_orphans()
     assert gpu_used(engine, "n1") == (2000 if held_after else 0)
     assert ("no longer fits" in engine.bind("default", "q", "u2", "n1")) is held_after
 
@@ -281,3 +287,33 @@ def test_what_prebind_wants_on_the_pod_travels_with_the_binding(plugins: dict, w
     assert "kube-extender.io/allocation" in annotations
     if plugins:
         assert annotations.get("x/added") == "n1" and "x/stale" not in annotations
+
+
+def test_with_assumed_pod_ttl_0_a_read_settles_a_binding_of_unknown_outcome() -> None:
+    """assumedPodTTL 0 ("never expire"): p's Binding to n1 has an unknown outcome - it was not
+    stored - and n1 then goes. Nothing the watch shows ends the hold (an unbound p may be older
+    than the Binding); the upkeep's read of p does, and p may be bound elsewhere. (Found in
+    review: the pod was refused everywhere but n1 for as long as the process lived.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()], cache={"assumedPodTTL": "0"})
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    cluster.delete_node("n1")
+    assert "may be bound to n1 already" in engine.bind("default", "p", "u1", "n2")
+    engine.handle.clock.advance(6)
+    engine.collect_orphans()
+    assert engine.bind("default", "p", "u1", "n2") == ""
+
+
+def test_while_a_binding_of_unknown_outcome_stands_filter_offers_only_its_node() -> None:
+    """Bind refuses the pod anywhere but the node its first Binding named until that is settled:
+    filter says so, rather than offering nodes kube-scheduler would pick in vain. (Found in
+    review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    outcome = engine.filter(cluster.get_pod("default", "p"), ["n1", "n2"])
+    assert outcome.feasible == ["n1"]
+    assert outcome.unresolvable == {"n2": "the pod may be bound to n1 already (the outcome of its Binding there "
+                                          "is unknown)"}

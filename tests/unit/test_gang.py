@@ -565,3 +565,37 @@ def test_the_offered_names_answer_as_a_set_however_often_asked() -> None:
     asked = ["n1", "n9", "n1", "n3", "n2", "n9", "n4", "n1"]
     assert [name in offered for name in asked] == [name in {"n1", "n2", "n3"} for name in asked]
     assert len(offered) == 3 and sorted(offered) == ["n1", "n2", "n3"]
+
+
+def test_a_member_whose_binding_outcome_is_unknown_is_held_once() -> None:
+    """m1's Binding (after Permit let the group go) was stored, its reply lost, every read back
+    failed: the engine holds m1's capacity on n1. Gang's Unreserve must not hold m1's place once
+    more (a reservation slot on n1): m1 would count twice and a pod that fits beside m0 and m1 be
+    refused - even once the watch shows m1 bound. (Found in review.)"""
+    from extender.framework.handle import WriteError
+    other = make_pod("other").uid("u-other").req(gpu=1).obj()
+    engine, cluster = planned({"n1": 3}, group_of("m", 2) + [other])
+    real_bind = cluster.bind
+    lagging: list[dict] = []
+    publish = cluster._publish_pod
+
+    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        if name != "m1":
+            return real_bind(namespace, name, uid, node, annotations)
+        cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # our watch lags behind m1's Binding
+        try:
+            real_bind(namespace, name, uid, node, annotations)
+        finally:
+            cluster._publish_pod = publish  # type: ignore[method-assign]
+        raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                         uncertain=True)
+
+    cluster.bind = bind  # type: ignore[method-assign]
+    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    assert results["m0"] == "" and "stays held" in results["m1"]
+    assert engine.cache.snapshot().get("n1").requested["example.com/gpu"] == 2000, "m0 bound, m1 held"
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "3 GPUs, m0 and m1 hold 2"
+    for pod in lagging:
+        publish(pod)
+    assert not engine.cache.is_assumed("u-m1"), "the watch shows m1 bound"
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "m1 counts once, bound"

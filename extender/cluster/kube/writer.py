@@ -92,6 +92,15 @@ class KubeWriter:
                                                              "attempt": attempt + 1})
         return _UNREADABLE
 
+    def bound_node(self, namespace: str, name: str, uid: str) -> str | None:
+        try:
+            pod = self._get_pod(namespace, name)
+        except ApiError as exc:
+            raise WriteError(f"reading pod {namespace}/{name} failed: {exc}") from exc
+        if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+            return None
+        return (pod.get("spec") or {}).get("nodeName") or None
+
     def _get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod; None when it does not exist (404). Other failures raise ApiError."""
         try:
