@@ -469,6 +469,14 @@ class ClusterCache:
         with self._lock:
             return [(s.info, s.sent) for s in self._assumed.values() if s.sent is not None and s.held_at <= before]
 
+    def renew_unconfirmed(self, uid: str) -> None:
+        """The held Binding was sent again, with an unknown outcome again: the hold's age (what
+        ``unconfirmed_holds`` compares) starts over - that Binding too may still be processed."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            if state is not None and state.sent is not None:
+                state.held_at = self.clock.monotonic()
+
     def confirm_written(self, uid: str) -> bool:
         """The held pod's Binding is known stored now (sent again, or read): the hold becomes an
         ordinary assumption whose Binding finished, confirmed by the watch or expired by the

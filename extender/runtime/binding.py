@@ -203,7 +203,8 @@ class BindingCycle(VerbContext):
         try:
             self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except WriteError as exc:
-            if exc.uncertain:
+            if exc.uncertain:  # this one too may land late: a read must wait as long again
+                self.cache.renew_unconfirmed(pod.uid)
                 return f"bind failed for pod {pod.key} on {node}: {exc}; {_HELD.format(node=node)}"
             self.cache.forget(pod.uid)
             return f"bind failed for pod {pod.key} on {node}: {exc}"
@@ -226,6 +227,9 @@ class BindingCycle(VerbContext):
                     continue  # its bind is settling it
                 flight = self._inflight[pod.uid] = _BindFlight(pod.node_name)
             try:
+                now = self.cache.unconfirmed(pod.uid)
+                if now is None or now[0].node_name != pod.node_name:
+                    continue  # settled meanwhile (a bind of it ran between the list and the look)
                 try:
                     node = self.handle.writer.bound_node(pod.namespace, pod.name, pod.uid)
                 except WriteError as exc:

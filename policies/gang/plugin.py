@@ -199,7 +199,9 @@ class Gang:
         # read before the members (to plan, or to free claims): a member leaving after it changes
         # ``count.left`` again, so a look that missed it is made again
         count, me = self.handle.group_count(*group), self.handle.group_member(*group, pod.uid)
-        placed = count.assigned - (me is not None and me.assigned)  # other members on a node
+        if me is not None and me.assigned:  # counted on a node already (a Binding of unknown outcome held
+            return None, Status()           # there, an allocation from before a restart): no plan of its own
+        placed = count.assigned  # other members on a node
         if placed >= needed or not pod.requests:  # complete, or nothing of ours to hold
             return None, Status()
         owner = self._owner(group)
@@ -299,17 +301,26 @@ class Gang:
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """A member failed (timeout, denial, bind error). Before its group was let go, the whole
         group stops: it releases what it holds, its waiting members are rejected and it backs off.
-        After (its Binding failed), its place is held for kube-scheduler's retry instead - unless
-        the engine holds it already (a Binding of unknown outcome: ``binding_outcome_unknown``)."""
+        After (its Binding failed), its place is held for kube-scheduler's retry instead (a
+        Binding of unknown outcome, ``binding_outcome_unknown``: claimed by the member, so that it
+        counts only once the engine's hold of the member is gone)."""
         group = self._group(pod)
         if group is None:
             return
         decision = self.groups.unreserve(group, pod.uid)
         if decision.keep_place:  # the rest of the group is being bound: hold this member's place for its retry
-            if pod.requests and not state.binding_outcome_unknown:
-                self.reservations.place(self._owner(group), pod.priority, [(node_name, pod)],
-                                        self.args.reservation_timeout, member=lambda p: self._group(p) == group,
-                                        extend=True)
+            if pod.requests:
+                owner = self._owner(group)
+
+                def keep() -> None:
+                    self.reservations.place(owner, pod.priority, [(node_name, pod)], self.args.reservation_timeout,
+                                            member=lambda p: self._group(p) == group, extend=True)
+                    if state.binding_outcome_unknown:
+                        # the engine holds the member there while its Binding may stand: claimed by
+                        # it, the slot counts for no one while that hold does (a claimer the node
+                        # accounts is skipped), and keeps its place once the hold ends unbound
+                        self.reservations.claim(owner, pod.uid, prefer=(node_name,), requests=pod.requests)
+                self.reservations.atomically(keep)
             return
         self.reservations.release(self._owner(group))
         for wp in decision.reject:

@@ -345,6 +345,86 @@ def test_a_read_of_the_pod_settles_a_binding_of_unknown_outcome(api: FakeApiServ
         ext.stop()
 
 
+def test_settling_a_hold_listed_before_the_pods_retry_does_not_forget_its_new_binding(api: FakeApiServer) -> None:
+    """p and r both have a Binding of unknown outcome on n1 (neither stored). The upkeep lists
+    both holds and reads p first; meanwhile kube-scheduler retries r: the same Binding again is
+    refused for good (released), and r's next bind puts it on n2 (stored; our watch lags). The
+    upkeep must not then take r - bound to n2, not n1 as its list said - for settled unbound and
+    forget the assumption of r's stored Binding. (Found in review.)"""
+    api.create(pod("p", 1))
+    api.create(pod("r", 2))
+    api.create(pod("q", 1))
+    ext = Extender(api)
+    try:
+        api.delay_watches("kube-extender", 5.0, path=r"/pods")
+        for name in ("p", "r"):
+            api.fail_next("POST", rf"/pods/{name}/binding$", 504)
+            api.fail_next("GET", rf"/namespaces/default/pods/{name}$", 503, count=3)
+            assert "stays held" in ext.engine.bind("default", name, uid(api, name), "n1")
+        writer = ext.engine.handle.writer
+        real_read = writer.bound_node
+
+        def slow_read(namespace: str, name: str, pod_uid: str) -> str | None:
+            if name == "p":  # while this read is under way, r is retried and bound elsewhere
+                api.fail_next("POST", r"/pods/r/binding$", 500)  # refused; the read-back shows it unbound
+                assert "bind failed" in ext.engine.bind("default", "r", uid(api, "r"), "n1")
+                assert ext.state.cache.unconfirmed(uid(api, "r")) is None, "r's hold was released"
+                assert ext.engine.bind("default", "r", uid(api, "r"), "n2") == ""
+            return real_read(namespace, name, pod_uid)
+
+        writer.bound_node = slow_read  # type: ignore[method-assign]
+        ext.engine.binding.settle_unconfirmed(min_age=0)
+        assert ext.used("n2") == 2, "r is bound to n2: its capacity there stays counted"
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n2")
+    finally:
+        ext.stop()
+
+
+def test_a_binding_sent_again_is_not_read_as_not_stored_while_the_api_server_works_on_it(
+        api: FakeApiServer) -> None:
+    """The upkeep reads a held pod only once its hold is 5 s old: a Binding the API server still
+    works on must not be read as not stored. p's first Binding was not stored (held); 6 s later
+    kube-scheduler's retry sends it again, the API server commits it only after our client gave
+    up, and reads fail again: still held, and the wait starts over - the upkeep right after must
+    not release n1 for q to take it before p's Binding lands. (Found in review.)"""
+    api.create(pod("p", 2))
+    api.create(pod("q", 3))
+    clock = FakeClock()
+    ext = Extender(api, clock=clock)
+    try:
+        api.fail_next("POST", r"/pods/p/binding$", 504)  # not stored
+        api.fail_next("GET", r"/namespaces/default/pods/p$", 503, count=3)
+        assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        clock.advance(6)
+        ext.writer.client = KubeClient(api.api_client(), timeout=0.5)
+        api.add_latency("POST", r"/pods/p/binding$", 1.5, count=1)  # stored after the client gave up
+        api.fail_next("GET", r"/namespaces/default/pods/p$", 503, count=3)
+        assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1"), "kube-scheduler's retry"
+        ext.engine.collect_orphans()  # the upkeep, right after
+        assert ext.used("n1") == 2
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+        wait_for(lambda: api.get("Pod", "default", "p")["spec"].get("nodeName"), what="the slow Binding lands")
+    finally:
+        ext.stop()
+
+
+def test_a_binding_without_answer_read_back_unbound_may_still_be_stored(api: FakeApiServer) -> None:
+    """No answer (or a 504) and the pod read back unbound: the API server may still be storing
+    the Binding, so the capacity stays held - taken for a failure, it was released and a second
+    pod could be bound there before the first Binding landed. (Noticed in review.)"""
+    api.create(pod("p", 2))
+    api.create(pod("q", 3))
+    ext = Extender(api)
+    try:
+        ext.writer.client = KubeClient(api.api_client(), timeout=0.5)
+        api.add_latency("POST", r"/pods/p/binding$", 1.5, count=1)  # stored after the client gave up
+        assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+        wait_for(lambda: api.get("Pod", "default", "p")["spec"].get("nodeName"), what="the slow Binding lands")
+    finally:
+        ext.stop()
+
+
 def test_a_failed_read_before_lifting_a_gate_is_no_conflict(api: FakeApiServer) -> None:
     """A conflict means the pod changed or went; a 503 reading it means try again."""
     gated = pod("g", 1)

@@ -599,3 +599,62 @@ def test_a_member_whose_binding_outcome_is_unknown_is_held_once() -> None:
         publish(pod)
     assert not engine.cache.is_assumed("u-m1"), "the watch shows m1 bound"
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "m1 counts once, bound"
+
+
+def test_a_member_whose_unknown_binding_was_not_stored_keeps_its_place() -> None:
+    """As a member that fails after its group was let go keeps its place (a slot on its node), so
+    does one whose Binding had an unknown outcome once a read shows it was not stored: while the
+    engine held it the slot must not count twice, and once that hold is gone it must. (Found in
+    review: nobody held m1's place any more, another pod took it, the group stayed partly bound.)"""
+    from extender.framework.clock import FakeClock
+    from extender.framework.handle import WriteError
+    other = make_pod("other").uid("u-other").req(gpu=1).obj()
+    clock = FakeClock()
+    engine, cluster = planned({"n1": 2}, group_of("m", 2) + [other], clock=clock, backoff="30s")
+    real_bind = cluster.bind
+
+    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        if name == "m1":  # not stored; the reply lost and the pod unreadable
+            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                             uncertain=True)
+        return real_bind(namespace, name, uid, node, annotations)
+
+    cluster.bind = bind  # type: ignore[method-assign]
+    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    assert results["m0"] == "" and "stays held" in results["m1"]
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "m1 held by the engine"
+    clock.advance(6)
+    engine.collect_orphans()  # the read: m1 is not bound
+    assert engine.cache.unconfirmed("u-m1") is None
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "m1's place is held for it"
+    assert engine.bind("default", "m1", "u-m1", "n1") == ""
+    assert bound(cluster) == {"m0", "m1"}
+
+
+def test_a_member_whose_binding_outcome_is_unknown_is_offered_its_node_and_not_planned_again() -> None:
+    """m0 is bound, m1's Binding to n1 has an unknown outcome (held there by the engine). When
+    kube-scheduler retries m1, filter offers it n1 - so that its bind sends the same Binding
+    again - and Gang plans nothing more for it. (Found in review: Gang's PreFilter planned m1
+    anew where it fit beside its own hold, n2, filter then allowed no node at all, and the new
+    slot held n2 against others.)"""
+    from extender.framework.handle import WriteError
+    other = make_pod("other").uid("u-other").req(gpu=1).obj()
+    engine, cluster = planned({"n1": 2, "n2": 1}, group_of("m", 2) + [other])
+    real_bind = cluster.bind
+
+    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        if name == "m1":
+            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                             uncertain=True)
+        return real_bind(namespace, name, uid, node, annotations)
+
+    cluster.bind = bind  # type: ignore[method-assign]
+    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    assert results["m0"] == "" and "stays held" in results["m1"]
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    outcome = filter_pod(engine, cluster, "m1", ["n1", "n2"])
+    assert outcome.feasible == ["n1"], (outcome.failed, outcome.unresolvable)
+    assert filter_pod(engine, cluster, "other", ["n2"]).feasible == ["n2"], "n2 is free: nothing of m1's is there"
+    assert engine.bind("default", "m1", "u-m1", "n1") == ""
+    assert bound(cluster) == {"m0", "m1"}

@@ -7,7 +7,8 @@
   annotations came with it); bound elsewhere or a different UID is a conflict. So is a Binding
   that got no answer or a 5xx: the API server may have stored it and lost the reply, and then
   the pod holds the capacity; only when the pod is not bound there is it a failure. When the pod
-  cannot be read back either, nobody can tell: the error says so (``WriteError.uncertain``).
+  cannot be read back either - or, after no answer or a 504, is read unbound: the API server may
+  still be storing the Binding -, nobody can tell: the error says so (``WriteError.uncertain``).
 * ``patch_pod_metadata``: one JSON merge patch; a resourceVersion given is sent in the patch body,
   which the API server treats as a precondition (409 when stale); so is the UID (immutable: a
   re-created pod with the same name rejects the patch).
@@ -75,6 +76,11 @@ class KubeWriter:
                 if current is not None and (current.get("spec") or {}).get("nodeName") == node \
                         and (current.get("metadata") or {}).get("uid") == uid:
                     return
+                if exc.status in (0, 504) and current is not None and not (current.get("spec") or {}).get("nodeName") \
+                        and (current.get("metadata") or {}).get("uid") == uid:
+                    # no answer, or "it may have succeeded": the API server may still be storing it
+                    raise WriteError(f"binding failed: {exc}, and the pod is not bound yet: the Binding may "
+                                     "still be stored", uncertain=True) from exc
             if exc.status == 409:
                 raise WriteError(f"binding conflict: {exc.message}", conflict=True) from exc
             raise WriteError(f"binding failed: {exc}") from exc
