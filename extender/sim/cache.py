@@ -332,6 +332,11 @@ class SchedulerCache:
             if uid in self._assumed:
                 self.remove(uid)
 
+    def node(self, name: str) -> NodeState | None:
+        """The node's current state (with the pods accounted on it), or None."""
+        with self._lock:
+            return self._nodes.get(name)
+
     def is_assumed(self, uid: str) -> bool:
         with self._lock:
             return uid in self._assumed

@@ -15,7 +15,11 @@ NodeResourcesFit's ``ignoredResources`` (every ``ignoredByScheduler: true`` mana
 behaviour                              "1.29"                         "1.30" (1.30 and later)
 =====================================  =============================  ==========================
 requeue of extender-rejected pods      backoffQ if no in-tree plugin  ``Extender`` pseudo-plugin:
-(§7)                                   rejected, else in-tree events  moved on any cluster event
+(§7)                                   rejected, else in-tree events  moved by every event the
+                                                                      handlers pass on; by node
+                                                                      events only if it passes
+                                                                      ``preCheckForNode``
+                                                                      (``extender.sim.queue``)
 ``ignorable`` honoured on bind (§5.1)  no                             yes
 1-node search when nothing filters     no                             yes
 or scores (§4.2)

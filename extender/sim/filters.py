@@ -222,6 +222,25 @@ def node_resources_fit(pod: PodRecord, node: NodeLike, ignored: frozenset[str]) 
     return Status(Code.UNSCHEDULABLE, tuple(reasons)) if reasons else Status()
 
 
+def admits(pod: PodRecord, node: NodeLike) -> bool:
+    """``preCheckForNode`` (1.29-1.31, QueueingHints off): may a node event move ``pod`` out of
+    the unschedulable pool? ``AdmissionCheck`` - NodeResourcesFit's ``Fits`` with **no ignored
+    resources** (an ``ignoredByScheduler`` extended resource is checked against the node's
+    allocatable like any other), required node affinity and nodeSelector, NodeName (host ports
+    are not emulated) - then no untolerated ``NoSchedule`` taint (``NoExecute`` and
+    ``PreferNoSchedule`` taints do not count here). ``spec.unschedulable`` is not looked at.
+    ``node`` is the node as the cache holds it after the event, its pods accounted."""
+    if insufficient_resources(pod, node, frozenset()):
+        return False
+    if not required_affinity_matches(pod.raw, node.raw):
+        return False
+    if not node_name(pod, node, frozenset()).ok:
+        return False
+    tolerations = _spec(pod.raw).get("tolerations") or []
+    return not any(taint.get("effect") == "NoSchedule" and not _tolerated(tolerations, taint)
+                   for taint in _spec(node.raw).get("taints") or [])
+
+
 FilterFn = Callable[[PodRecord, NodeLike, frozenset[str]], Status]
 FILTERS: tuple[tuple[str, FilterFn], ...] = (
     ("NodeUnschedulable", node_unschedulable),

@@ -8,8 +8,13 @@ QueueSort points), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
   ``unschedulable_plugins``. A cluster event moves a pod out when it is relevant to one of its
   rejectors (to backoffQ while still backing off, else activeQ); pods older than 5 min are
   flushed by a sweep every 30 s. ``Extender`` (1.30+) is relevant to every event; the in-tree
-  plugins to node add/update and assigned-pod deletions (simplified from their
-  EventsToRegister).
+  plugins to the node events and assigned-pod deletions they register (:data:`IN_TREE_EVENTS`).
+* **Node events** (``eventhandlers.go``): an added node moves only the pool pods that pass
+  ``preCheckForNode`` against it (``extender.sim.filters.admits``: its free resources, ignored
+  extended resources included, node affinity, nodeName, NoSchedule taints); an updated node
+  moves pods only for the scheduling-relevant changes :func:`node_update_events` finds (one
+  move per change, each with the same pre-check); a deleted node moves nothing and is no move
+  request (1.32 added that event).
 * A failed pod goes to backoffQ instead of the pool when it has no rejector (errors, 1.29
   extender-only rejections) or when a move request arrived during its own scheduling cycle
   (``moveRequestCycle >= podSchedulingCycle``).
@@ -25,9 +30,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-from extender.sim.cache import PodRecord
+from extender.sim.cache import NodeState, PodRecord
 
 EXTENDER_PLUGIN = "Extender"
 
@@ -39,17 +44,61 @@ ASSIGNED_POD_ADD = "AssignedPodAdd"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
 ASSIGNED_POD_DELETE = "AssignedPodDelete"
 NODE_ADD = "NodeAdd"
-NODE_UPDATE = "NodeUpdate"
 NODE_DELETE = "NodeDelete"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+# A node update is one event per scheduling-relevant change (``nodeSchedulingPropertiesChange``),
+# in this order; the action type each carries is in the comment.
+NODE_SPEC_UNSCHEDULABLE_CHANGE = "NodeSpecUnschedulableChange"  # UpdateNodeTaint
+NODE_ALLOCATABLE_CHANGE = "NodeAllocatableChange"  # UpdateNodeAllocatable
+NODE_LABEL_CHANGE = "NodeLabelChange"  # UpdateNodeLabel
+NODE_TAINT_CHANGE = "NodeTaintChange"  # UpdateNodeTaint
+NODE_CONDITION_CHANGE = "NodeConditionChange"  # UpdateNodeCondition
+NODE_ANNOTATION_CHANGE = "NodeAnnotationChange"  # UpdateNodeAnnotation
+NODE_EVENTS = frozenset({NODE_ADD, NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_ALLOCATABLE_CHANGE, NODE_LABEL_CHANGE,
+                         NODE_TAINT_CHANGE, NODE_CONDITION_CHANGE, NODE_ANNOTATION_CHANGE})
+"""The node events that move pods (a node's deletion is not one of them in 1.29-1.31)."""
 
+_TAINT_OR_LABEL = frozenset({NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_TAINT_CHANGE, NODE_LABEL_CHANGE})
 IN_TREE_EVENTS: Mapping[str, frozenset[str]] = {
-    "NodeResourcesFit": frozenset({NODE_ADD, NODE_UPDATE, ASSIGNED_POD_DELETE}),
-    "NodeUnschedulable": frozenset({NODE_ADD, NODE_UPDATE}),
-    "NodeName": frozenset({NODE_ADD}),
-    "TaintToleration": frozenset({NODE_ADD, NODE_UPDATE}),
-    "NodeAffinity": frozenset({NODE_ADD, NODE_UPDATE}),
+    # Node/Add plus UpdateNodeTaint|UpdateNodeLabel (registered by every plugin that registers
+    # Node/Add while QueueingHints are off, #109437), and what each plugin adds to that.
+    "NodeResourcesFit": frozenset({NODE_ADD, NODE_ALLOCATABLE_CHANGE, ASSIGNED_POD_DELETE}) | _TAINT_OR_LABEL,
+    "NodeUnschedulable": frozenset({NODE_ADD}) | _TAINT_OR_LABEL,
+    "NodeName": frozenset({NODE_ADD}) | _TAINT_OR_LABEL,
+    "TaintToleration": frozenset({NODE_ADD}) | _TAINT_OR_LABEL,
+    "NodeAffinity": frozenset({NODE_ADD}) | _TAINT_OR_LABEL,
 }
+"""The events each emulated in-tree filter registers (``EventsToRegister``, QueueingHints off)."""
+
+PreCheck = Callable[["QueuedPod"], bool]
+
+
+def _conditions(node: Mapping[str, Any]) -> dict[Any, Any]:
+    return {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+
+
+def node_update_events(old: NodeState, new: NodeState) -> list[str]:
+    """``nodeSchedulingPropertiesChange``: the events a node update makes, in upstream's order -
+    ``spec.unschedulable`` turned off (turning it on is no event), allocatable (as the emulator
+    reads it), labels, taints, condition statuses by type (heartbeats are no change),
+    annotations. Empty when nothing scheduling-relevant changed: no pod moves then."""
+    o, n = old.raw, new.raw
+    o_spec, n_spec = o.get("spec") or {}, n.get("spec") or {}
+    o_meta, n_meta = o.get("metadata") or {}, n.get("metadata") or {}
+    events: list[str] = []
+    if bool(o_spec.get("unschedulable")) and not n_spec.get("unschedulable"):
+        events.append(NODE_SPEC_UNSCHEDULABLE_CHANGE)
+    if dict(old.allocatable) != dict(new.allocatable):
+        events.append(NODE_ALLOCATABLE_CHANGE)
+    if (o_meta.get("labels") or {}) != (n_meta.get("labels") or {}):
+        events.append(NODE_LABEL_CHANGE)
+    if (o_spec.get("taints") or []) != (n_spec.get("taints") or []):
+        events.append(NODE_TAINT_CHANGE)
+    if _conditions(o) != _conditions(n):
+        events.append(NODE_CONDITION_CHANGE)
+    if (o_meta.get("annotations") or {}) != (n_meta.get("annotations") or {}):
+        events.append(NODE_ANNOTATION_CHANGE)
+    return events
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, IN_FLIGHT, BINDING = (
     "active", "backoff", "unschedulable", "gated", "scheduling", "binding")
@@ -212,15 +261,21 @@ class SchedulingQueue:
     def binding(self, qp: QueuedPod) -> None:
         qp.state = BINDING
 
-    def move_all(self, event: str, now: float) -> int:
+    def move_all(self, event: str, now: float, pre_check: PreCheck | None = None) -> int:
         """What kube-scheduler's event handlers do with the queue for ``event`` (1.29-1.31,
-        ``eventhandlers.go``): node events and an assigned pod's deletion move the pool pods the
-        event may help (``MoveAllToActiveOrBackoffQueue``); an assigned pod added or updated moves
-        only pods with an affinity term matching it (``AssignedPodAdded`` /
-        ``AssignedPodUpdated``: none here, the emulator has no inter-pod affinity) but, being of
-        interest, still counts as a move request for pods in flight; an unscheduled pod's add,
-        update or delete touches only that pod."""
-        if event in (POD_ADD, POD_UPDATE, POD_DELETE):
+        ``eventhandlers.go``); returns how many pods moved.
+
+        * Node events (:data:`NODE_EVENTS`: an add, or one change of an update) and an assigned
+          pod's deletion move the pool pods the event may help (``MoveAllToActiveOrBackoffQueue``):
+          those ``pre_check`` passes (node events: ``preCheckForNode``; None: all) and whose
+          rejectors include one interested in the event. Each counts as a move request for
+          pods in flight, whether or not it moved anybody.
+        * An assigned pod added or updated moves only pods with an affinity term matching it
+          (``AssignedPodAdded`` / ``AssignedPodUpdated``: none here, the emulator has no
+          inter-pod affinity) but still counts as a move request.
+        * A node's deletion (no handler before 1.32) and an unscheduled pod's add, update or
+          delete (they touch only that pod) do nothing here."""
+        if event in (POD_ADD, POD_UPDATE, POD_DELETE, NODE_DELETE):
             return 0
         self.move_request_cycle = self.scheduling_cycle
         if event in (ASSIGNED_POD_ADD, ASSIGNED_POD_UPDATE):
@@ -228,6 +283,8 @@ class SchedulingQueue:
         moved = 0
         for qp in list(self._pool.values()):
             if qp.state != UNSCHEDULABLE or not self._relevant(qp, event):
+                continue
+            if pre_check is not None and not pre_check(qp):
                 continue
             self._move(qp, now)
             moved += 1

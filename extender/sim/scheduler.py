@@ -80,6 +80,7 @@ from extender.sim.cache import PodRecord, SchedulerCache, Snapshot, TERMINAL_PHA
 from extender.sim.client import CallStats, ExtenderError, HTTPExtender
 from extender.sim.clocks import RealClock, VirtualClock, iso
 from extender.sim.config import SchedulerConfig
+from extender.sim.filters import admits
 from extender.sim.records import CycleRecord, Diagnosis, PodTrace, RunSummary, StatusMessages
 from extender.sim.placement import Placement
 from extender.sim.search import NodeSearch
@@ -250,11 +251,26 @@ class Scheduler(Placement):
         pass
 
     def upsert_node(self, raw: Mapping[str, Any]) -> None:
+        """``addNodeToCache`` / ``updateNodeInCache``: a new node moves the pool pods that pass
+        ``preCheckForNode`` against it; an update moves them once per scheduling-relevant change
+        (``extender.sim.queue.node_update_events``), with the same pre-check, and not at all
+        for any other change (a heartbeat, a status field the scheduler does not read)."""
+        name = str((raw.get("metadata") or {}).get("name"))
         with self._cond:
-            new = self.cache.upsert_node(raw)
-            self._event(q.NODE_ADD if new else q.NODE_UPDATE)
+            before = self.cache.node(name)
+            self.cache.upsert_node(raw)
+            after = self.cache.node(name)
+            self._changed()
+            if after is None:  # pragma: no cover - upsert_node just stored it
+                return
+            node = after
+            events = [q.NODE_ADD] if before is None else q.node_update_events(before, node)
+            now = self.clock.now()
+            for event in events:
+                self.queue.move_all(event, now, lambda qp: admits(qp.record, node))
 
     def remove_node(self, name: str) -> None:
+        """``deleteNodeFromCache``: the cache forgets the node; no pod moves (1.29-1.31)."""
         with self._cond:
             self.cache.remove_node(name)
             self._event(q.NODE_DELETE)
@@ -321,8 +337,12 @@ class Scheduler(Placement):
 
     def _event(self, event: str) -> None:
         """A cluster event: bump the generation and move the pods it may help (lock held)."""
-        self.generation += 1
+        self._changed()
         self.queue.move_all(event, self.clock.now())
+
+    def _changed(self) -> None:
+        """The cluster changed (lock held): waiting pods have not been tried against it yet."""
+        self.generation += 1
         self._cond.notify_all()
 
     # ---- workload actions -------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pytest
-from builders import cluster_objects, make_node, make_pod
+from builders import NodeBuilder, cluster_objects, make_node, make_pod
 from simkit import FakeExtender, OurServer, scheduler_for
 
 from extender.cluster.memory import MemoryCluster
@@ -211,3 +211,89 @@ def test_which_events_move_a_pod_the_extender_rejected(event: str, moved: bool, 
     assert (waiting.state == q.ACTIVE) is moved
     assert queue.add_unschedulable(in_flight, 20.0, frozenset({q.EXTENDER_PLUGIN})) == \
         (q.BACKOFF if move_request else q.UNSCHEDULABLE)
+
+
+# ---- node events and the pods the extender rejected (eventhandlers.go, preCheckForNode) ---------------------
+
+
+def _changed(node: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    change(node)
+    return node
+
+
+def _small() -> NodeBuilder:
+    """n1: 8 cpu, 4 of them taken by a bound pod."""
+    return make_node("n1").alloc(gpu=1).labels(pool="gpu")
+
+
+def _big() -> NodeBuilder:
+    """n2: room for the pod; the extender rejects it."""
+    return make_node("n2").alloc(cpu="16", gpu=1).labels(pool="gpu")
+
+
+def _new(**alloc: Any) -> NodeBuilder:
+    return make_node("n3").alloc(**alloc).labels(pool="gpu")
+
+
+def _taint(effect: str) -> Callable[[dict[str, Any]], None]:
+    return lambda n: n["spec"].update(taints=[{"key": "dedicated", "value": "x", "effect": effect}])
+
+
+NODE_EVENT_CASES: list[tuple[str, Callable[[MemoryCluster], None], bool, bool]] = [
+    # id, the node change, the pod moved, a move request
+    ("add-a-node-that-admits-it", lambda c: c.add_node(_new(gpu=1).obj()), True, True),
+    ("add-a-node-without-room", lambda c: c.add_node(_new(cpu="2", gpu=1).obj()), False, True),
+    ("add-a-node-without-the-ignored-resource", lambda c: c.add_node(_new(gpu=0).obj()), False, True),
+    ("add-a-node-with-an-untolerated-NoSchedule-taint",
+     lambda c: c.add_node(_changed(_new(gpu=1).obj(), _taint("NoSchedule"))), False, True),
+    ("add-a-node-with-a-NoExecute-taint", lambda c: c.add_node(_changed(_new(gpu=1).obj(), _taint("NoExecute"))),
+     True, True),
+    ("add-a-node-the-nodeSelector-does-not-match", lambda c: c.add_node(_new(gpu=1).labels(pool="other").obj()),
+     False, True),
+    ("update-a-heartbeat", lambda c: c.add_node(_changed(_big().obj(), lambda n: n["status"]["conditions"][0].update(
+        lastHeartbeatTime="2026-01-01T00:05:00Z"))), False, False),
+    ("update-a-status-field-the-scheduler-does-not-read",
+     lambda c: c.add_node(_changed(_big().obj(), lambda n: n["status"].update(nodeInfo={"kubeletVersion": "v1.30.1"}))),
+     False, False),
+    ("cordon-a-node", lambda c: c.add_node(_changed(_big().obj(), lambda n: n["spec"].update(unschedulable=True))),
+     False, False),
+    ("annotate-a-node-that-admits-it", lambda c: c.add_node(_big().annotations(touched="1").obj()), True, True),
+    ("label-a-node-that-admits-it", lambda c: c.add_node(_big().labels(touched="1").obj()), True, True),
+    ("change-a-condition-of-a-node-that-admits-it",
+     lambda c: c.add_node(_changed(_big().obj(), lambda n: n["status"]["conditions"].append(
+         {"type": "DiskPressure", "status": "False"}))), True, True),
+    ("annotate-the-full-node", lambda c: c.add_node(_small().annotations(touched="1").obj()), False, True),
+    ("delete-a-node", lambda c: c.delete_node("n2"), False, False),
+]
+
+
+@pytest.mark.parametrize("change, moved, move_request", [c[1:] for c in NODE_EVENT_CASES],
+                         ids=[c[0] for c in NODE_EVENT_CASES])
+def test_node_events_move_an_extender_rejected_pod_only_when_upstream_does(
+        change: Callable[[MemoryCluster], None], moved: bool, move_request: bool) -> None:
+    """kube-scheduler 1.30 with QueueingHints off (``eventhandlers.go``): the pod (6 cpu, one
+    ``example.com/gpu`` the extender manages and the scheduler ignores, nodeSelector pool=gpu)
+    was rejected by NodeResourcesFit on n1 (4 of its 8 cpu taken) and by the extender on n2, so
+    it waits in the pool with ``Extender`` among its rejectors. A node add moves it only when the
+    new node passes ``preCheckForNode`` - free resources with no resource ignored, node affinity,
+    NoSchedule taints; a node update only for a scheduling-relevant change (labels, annotations,
+    taints, allocatable, condition statuses, spec.unschedulable turned off), with the same
+    pre-check against the updated node; a node deletion moves nothing and is no move request."""
+    nodes = [_small().obj(), _big().obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("busy").node("n1").req(cpu="4").obj()]))
+    fake = FakeExtender("ext", [Switch()], node_cache_capable=True)
+    managed = [{"name": "example.com/gpu", "ignoredByScheduler": True}]
+    scheduler = scheduler_for(cluster, [(entry(managedResources=managed), CallableTransport(fake))])
+    pod = make_pod("p").uid("p").req(cpu="6", gpu=1).obj()
+    pod["spec"]["nodeSelector"] = {"pool": "gpu"}
+    cluster.add_pod(pod)
+    scheduler.run()
+    (first,) = scheduler.cycles
+    assert first.outcome == "unschedulable" and first.plugins == ["Extender", "NodeResourcesFit"]
+    waiting = scheduler.queue.pods["p"]
+    assert waiting.state == "unschedulable"
+    requests = scheduler.queue.move_request_cycle
+
+    change(cluster)
+    assert (waiting.state != "unschedulable") is moved
+    assert (scheduler.queue.move_request_cycle != requests) is move_request
