@@ -12,7 +12,8 @@
   decoded strictly like Go (``extender.sim.gojson``).
 * ``Error`` in filter/bind replies is an error (passed through ``fmt.Errorf`` like ≤1.31, so
   ``%`` sequences are mangled); cache mode: a returned name that was not sent is an error;
-  non-cache mode: the returned Node objects are trusted (§3.4, §3.6).
+  non-cache mode: the returned Node objects are trusted (§3.4, §3.6), and are what later
+  extenders' filter and prioritize are sent (``extender.sim.placement``).
 * Preempt replies are converted like ``convertToVictims`` (§6.2): unknown node or a UID that is
   not on that node is an error; a ``null`` MetaVictims counts as zero victims.
 

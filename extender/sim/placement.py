@@ -166,7 +166,12 @@ class Placement:
 
     def _extender_filters(self, pod: PodRecord, feasible: list[NodeState], diag: Diagnosis,
                           snap: Snapshot) -> list[NodeState]:
-        """``findNodesThatPassExtenders`` (§4.1.6); raises ExtenderError for non-ignorable errors."""
+        """``findNodesThatPassExtenders`` (§4.1.6); raises ExtenderError for non-ignorable errors.
+        Each extender gets what the one before it returned: with ``nodeCacheCapable: false``,
+        the Node objects of its reply (kept in ``diag.node_objects`` for the next filters and for
+        prioritize; ``HTTPExtender.Filter`` hands ``result.Nodes.Items`` on as the feasible
+        list), in-tree filtering and scoring still read the snapshot's node of that name."""
+        objects = diag.node_objects
         for ext in self.extenders:
             if not feasible:
                 break
@@ -174,7 +179,7 @@ class Placement:
                 continue
             try:
                 sent = list(map(_NAME, feasible))
-                reply = ext.filter(pod.raw, _raws(ext, feasible), sent, self._pod_body(pod))
+                reply = ext.filter(pod.raw, _raws(ext, feasible, objects), sent, self._pod_body(pod))
             except ExtenderError as exc:
                 if ext.spec.ignorable:
                     log.info("Skipping extender %s as it returned error %r and has ignorable flag set", ext.name, exc)
@@ -188,9 +193,11 @@ class Placement:
             else:
                 survivors = []
                 for name in reply.names:
+                    returned = reply.node_objects[name]
+                    objects[name] = returned
                     state = states.get(name)
                     if state is None:
-                        state = NodeState.of(reply.node_objects[name])  # trusted, pod-less (non-cache mode)
+                        state = NodeState.of(returned)  # trusted, pod-less (non-cache mode)
                     survivors.append(state)
                 kept = map(_NAME, survivors)
             diag.extender_rejected.update(set(sent).difference(kept))
@@ -204,11 +211,12 @@ class Placement:
             self._encoded = (pod, encode_pod(pod.raw))
         return self._encoded[1]
 
-    def _prioritize(self, pod: PodRecord, feasible: list[NodeState],
-                    names: list[str] | None = None) -> tuple[ScoreTable, list[int]]:
+    def _prioritize(self, pod: PodRecord, feasible: list[NodeState], names: list[str] | None = None,
+                    objects: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[ScoreTable, list[int]]:
         """``prioritizeNodes``: in-tree plugin scores, then every interested extender concurrently.
         Returns the scores and each feasible node's total, in ``feasible``'s order (``names``:
-        the nodes' names, when the caller has them)."""
+        the nodes' names, when the caller has them; ``objects``: the Node objects extender
+        filters returned, sent in place of the snapshot's - ``Diagnosis.node_objects``)."""
         names = list(map(_NAME, feasible)) if names is None else names
         interested = [e for e in self.extenders if e.spec.is_interested(pod.raw)]
         if not interested and not self.cfg.in_tree_scoring:
@@ -230,7 +238,7 @@ class Placement:
 
         def call(ext: HTTPExtender) -> tuple[HTTPExtender, list[str], list[int], int, str]:
             try:
-                return (ext, *ext.prioritize_columns(pod.raw, _raws(ext, feasible), names, body), "")
+                return (ext, *ext.prioritize_columns(pod.raw, _raws(ext, feasible, objects), names, body), "")
             except ExtenderError as exc:
                 return ext, [], [], 0, str(exc)
 
@@ -294,10 +302,16 @@ def select_index(totals: Sequence[int], rng: random.Random) -> int:
     return best
 
 
-def _raws(ext: HTTPExtender, nodes: list[NodeState]) -> list[Mapping[str, Any]]:
+def _raws(ext: HTTPExtender, nodes: list[NodeState],
+          objects: Mapping[str, Mapping[str, Any]] | None = None) -> list[Mapping[str, Any]]:
     """The Node objects a request to ``ext`` carries: none in nodeCacheCapable mode, which sends
-    the names only."""
-    return [] if ext.spec.node_cache_capable else list(map(_RAW, nodes))
+    the names only; else each node as an earlier extender's filter returned it (``objects``),
+    or the snapshot's."""
+    if ext.spec.node_cache_capable:
+        return []
+    if not objects:
+        return list(map(_RAW, nodes))
+    return [objects.get(n.name, n.raw) for n in nodes]
 
 
 def _record_failures(statuses: dict[str, Status], unresolvable: Mapping[str, str], failed: Mapping[str, str]) -> None:

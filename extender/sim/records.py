@@ -16,6 +16,10 @@ class Diagnosis:
     plugins: set[str] = field(default_factory=set)
     evaluated: int = 0
     extender_rejected: set[str] = field(default_factory=set)
+    node_objects: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Node objects a non-nodeCacheCapable extender's filter returned, by name: what the later
+    extenders' filter and every extender's prioritize are sent for those nodes instead of the
+    snapshot's (the in-tree plugins keep reading the snapshot)."""
 
 
 class ScoreTable(Mapping[str, Mapping[str, int]]):

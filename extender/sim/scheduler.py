@@ -522,7 +522,7 @@ class Scheduler(Placement):
         if len(feasible) == 1:
             host = feasible[0].name
         else:
-            scores, totals = self._prioritize(pod, feasible, record.feasible)
+            scores, totals = self._prioritize(pod, feasible, record.feasible, diag.node_objects)
             record.scores, record.totals = scores, dict(zip(record.feasible, totals))
             host = self._select_host(record.feasible, totals)
         record.outcome, record.node = "scheduled", host

@@ -513,3 +513,67 @@ def test_zero_victim_node_in_a_preempt_reply(ignorable: bool) -> None:
         assert first.message.endswith('preemption: expected at least one victim pod on node "n1".')
         assert cluster.get_pod("default", "low-n1") is not None and cluster.get_pod("default", "low-n2") is not None
         assert "nominatedNodeName" not in cluster.get_pod("default", "p")["status"]
+
+
+def _stamping(name: str, seen: dict[str, list[tuple[str, list[dict[str, Any]]]]]) -> Any:
+    """An extender that records the Node objects (or names) each verb receives and, in
+    non-cache mode, returns every node it was sent with a label ``stamped-by: <name>`` added."""
+    def handler(verb: str, args: Any) -> Any:
+        items = (args.get("Nodes") or {}).get("items")
+        seen.setdefault(name, []).append((verb, items if items is not None else args["NodeNames"]))
+        if verb == "prioritize":
+            return [{"Host": n["metadata"]["name"] if isinstance(n, dict) else n, "Score": 1}
+                    for n in (items if items is not None else args["NodeNames"])]
+        if items is None:
+            return {"NodeNames": args["NodeNames"]}
+        stamped = [{**n, "metadata": {**n["metadata"], "labels": {**n["metadata"].get("labels", {}),
+                                                                    f"stamped-by-{name}": "yes"}}} for n in items]
+        return {"Nodes": {"metadata": {}, "items": stamped}}
+    return handler
+
+
+def _stamps(items: list[Any]) -> list[list[str]]:
+    return [sorted(k for k in n["metadata"].get("labels", {}) if k.startswith("stamped-by-")) for n in items]
+
+
+RETURNED_OBJECTS = [
+    # id, (name, nodeCacheCapable, verbs) per extender, the stamps each later call sees (extender, verb, stamps)
+    ("non-cache-filter-then-non-cache-filter-and-prioritize",
+     [("a", False, ("filter",)), ("b", False, ("filter", "prioritize"))],
+     [("b", "filter", [["stamped-by-a"]] * 2), ("b", "prioritize", [["stamped-by-a", "stamped-by-b"]] * 2)]),
+    ("non-cache-filter-then-cache-filter-then-non-cache-prioritize",
+     [("a", False, ("filter", "prioritize")), ("b", True, ("filter",)), ("c", False, ("prioritize",))],
+     [("a", "prioritize", [["stamped-by-a"]] * 2), ("c", "prioritize", [["stamped-by-a"]] * 2)]),
+]
+
+
+@pytest.mark.parametrize("extenders, expected", [c[1:] for c in RETURNED_OBJECTS], ids=[c[0] for c in RETURNED_OBJECTS])
+def test_later_extenders_get_the_node_objects_a_non_cache_filter_returned(
+        extenders: list[tuple[str, bool, tuple[str, ...]]], expected: list[tuple[str, str, list[list[str]]]]) -> None:
+    """``nodeCacheCapable: false``: ``HTTPExtender.Filter`` hands on the Node objects of its
+    reply (``result.Nodes.Items``) as the feasible list, and ``findNodesThatPassExtenders``
+    passes that list to the next extender's filter, then to every prioritize - not the
+    snapshot's objects. A nodeCacheCapable filter in between returns its input objects."""
+    from builders import cluster_objects
+
+    from extender.cluster.memory import MemoryCluster
+
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()]))
+    seen: dict[str, list[tuple[str, list[Any]]]] = {}
+    entries = []
+    for name, cache, verbs in extenders:
+        entry: dict[str, Any] = {"urlPrefix": f"http://{name}/", "nodeCacheCapable": cache}
+        for verb in verbs:
+            entry[f"{verb}Verb"] = verb
+        if "prioritize" in verbs:
+            entry["weight"] = 1
+        entries.append((entry, CallableTransport(_stamping(name, seen))))
+    scheduler = scheduler_for(cluster, entries, max_virtual_seconds=2)
+    cluster.add_pod(make_pod("p").obj())
+    scheduler.run()
+    assert [c.outcome for c in scheduler.cycles] == ["scheduled"]
+    for name, verb, stamps in expected:
+        (items,) = [items for v, items in seen[name] if v == verb]
+        assert _stamps(items) == stamps, (name, verb)
+    # the in-tree plugins still read the scheduler's own nodes
+    assert all(not _stamps([n.raw])[0] for n in scheduler.cache.nodes())
