@@ -471,11 +471,15 @@ class ClusterCache:
 
     def renew_unconfirmed(self, uid: str) -> None:
         """The held Binding was sent again, with an unknown outcome again: the hold's age (what
-        ``unconfirmed_holds`` compares) starts over - that Binding too may still be processed."""
+        ``unconfirmed_holds`` compares) and its TTL start over - that Binding too may still be
+        stored, as late as a first one."""
         with self._lock:
             state = self._assumed.get(uid)
             if state is not None and state.sent is not None:
                 state.held_at = self.clock.monotonic()
+                if self.assumed_ttl > 0:
+                    state.deadline = state.held_at + self.assumed_ttl
+                    heapq.heappush(self._deadlines, (state.deadline, uid))
 
     def confirm_written(self, uid: str) -> bool:
         """The held pod's Binding is known stored now (sent again, or read): the hold becomes an

@@ -228,8 +228,9 @@ class BindingCycle(VerbContext):
                 flight = self._inflight[pod.uid] = _BindFlight(pod.node_name)
             try:
                 now = self.cache.unconfirmed(pod.uid)
-                if now is None or now[0].node_name != pod.node_name:
-                    continue  # settled meanwhile (a bind of it ran between the list and the look)
+                if now is None or now[0].node_name != pod.node_name:  # settled meanwhile (a bind of
+                    flight.result = f"pod {pod.key}: its hold on {pod.node_name} ended meanwhile; try again"
+                    continue  # it, the watch or the TTL between the list and this look)
                 try:
                     node = self.handle.writer.bound_node(pod.namespace, pod.name, pod.uid)
                 except WriteError as exc:
@@ -240,6 +241,9 @@ class BindingCycle(VerbContext):
                     self.cache.confirm_written(pod.uid)
                 else:
                     self.cache.forget(pod.uid)
+                    # kube-scheduler may hold the pod back for want of that node (filter offered it
+                    # nothing else): no cluster event says it may go anywhere now, so it is touched
+                    self.queue.requeue_after(pod, 0)
                     flight.result = f"pod {pod.key}: its earlier Binding to {pod.node_name} was not stored; try again"
                 settled += 1
                 log.info("binding outcome settled", extra={"pod": pod.key, "node": pod.node_name,
@@ -307,7 +311,10 @@ class BindingCycle(VerbContext):
         annotation = ledger.key(self.handle.annotation_prefix)
         for gone in self.cache.take_expired():
             current = self.cache.pending_pod(gone.namespace, gone.name)
-            if current is None or current.uid != gone.uid or annotation not in current.annotations:
+            if current is None or current.uid != gone.uid:
+                continue
+            self.queue.requeue_after(current, 0)  # its release is no cluster event: have it tried again
+            if annotation not in current.annotations:
                 continue
             try:
                 self.handle.writer.patch_pod_metadata(gone.namespace, gone.name, annotations={annotation: None},

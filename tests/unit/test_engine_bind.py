@@ -4,6 +4,7 @@ and what every failure leaves behind (nothing)."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -317,3 +318,74 @@ def test_while_a_binding_of_unknown_outcome_stands_filter_offers_only_its_node()
     assert outcome.feasible == ["n1"]
     assert outcome.unresolvable == {"n2": "the pod may be bound to n1 already (the outcome of its Binding there "
                                           "is unknown)"}
+
+
+def test_a_binding_sent_again_with_an_unknown_outcome_is_held_a_full_ttl_from_then() -> None:
+    """p's Binding to n1 has an unknown outcome: held (assumedPodTTL 30 s). kube-scheduler retries
+    p 29 s later: the same Binding is sent again, its outcome unknown again - the API server may
+    store it any moment now. The hold must not expire 1 s later on the first Binding's TTL: q
+    would get p's capacity, and p's Binding landing then put both on n1. (Found in review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()])
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    engine.handle.clock.advance(29)
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")  # sent again: unknown again
+    engine.handle.clock.advance(2)  # 31 s after the first Binding, 2 s after the second
+    assert "no longer fits" in engine.bind("default", "q", "u2", "n1")
+
+
+def test_a_pod_refused_for_its_unknown_binding_is_nudged_once_a_read_releases_it() -> None:
+    """p's Binding to n1 has an unknown outcome (it was not stored), then n1 goes: filter refuses
+    n2 ("may be bound to n1 already") and kube-scheduler parks p until a cluster event. The
+    upkeep's read releasing the hold is the one change that lets p go to n2, and no cluster
+    event: the nudger must touch p. (Found in review: the release is p's own change, which the
+    nudger ignores, and p waited for an unrelated event or the 5-minute flush.)"""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+                                            [make_pod("p").uid("u1").req(gpu=1).obj()]))
+    clock = FakeClock()
+    state = create_app(config_of(requeue={"nudge": True, "qps": 100.0, "minInterval": "1s"}), source=cluster,
+                       clock=clock, background=False).extensions["kube_extender"]
+    engine, nudger = state.engine, state.nudger
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    cluster.delete_node("n1")
+    outcome = engine.filter(cluster.get_pod("default", "p"), ["n2"])
+    assert outcome.feasible == [] and "may be bound to n1" in outcome.unresolvable["n2"]
+    assert nudger.run_once() == []
+    clock.advance(6)
+    engine.collect_orphans()  # the upkeep's read: p is not bound; the hold is released
+    assert engine.cache.unconfirmed("u1") is None
+    assert nudger.run_once() == ["default/p"]
+
+
+def test_a_bind_waiting_on_the_upkeeps_look_at_a_hold_gone_meanwhile_is_not_told_bound() -> None:
+    """The upkeep lists p's hold (its Binding to n1 not stored); by the time it owns p's bind slot
+    the hold has ended (the TTL passed; a watch event or a resend refused for good do the same).
+    kube-scheduler's retry of p arriving just then waits for the upkeep's result: it must not be
+    told p is bound - p is Pending with nothing held. (Found in review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    engine.handle.clock.advance(6)
+    cache = engine.cache
+    real_unconfirmed = cache.unconfirmed
+    results: dict[str, str] = {}
+    retry = threading.Thread(target=lambda: results.__setitem__("p", engine.bind("default", "p", "u1", "n1")))
+
+    def unconfirmed(uid: str) -> Any:  # the upkeep's second look, once it owns p's bind slot
+        cache.unconfirmed = real_unconfirmed  # type: ignore[method-assign]
+        engine.handle.clock.advance(30)
+        cache.cleanup_expired()  # the hold's TTL passes (a filter's cleanup, say)
+        retry.start()  # kube-scheduler's retry: it waits for the upkeep
+        time.sleep(0.2)  # lets it reach that wait (a retry that comes later binds p itself: also right)
+        return real_unconfirmed(uid)
+
+    cache.unconfirmed = unconfirmed  # type: ignore[method-assign]
+    engine.binding.settle_unconfirmed()
+    retry.join(5)
+    bound_to = (cluster.get_pod("default", "p")["spec"] or {}).get("nodeName")
+    assert results["p"] != "" or bound_to == "n1", "the retry was told bound"
