@@ -96,6 +96,7 @@ class Placement:
                     return survivors, diag
             else:
                 diag.statuses[nnn] = st
+            diag.node_objects.clear()  # the full pass starts from the snapshot's Node objects again
         nodes = snap.ordered()
         n = len(nodes)
         to_find = self.num_feasible_nodes_to_find(n)

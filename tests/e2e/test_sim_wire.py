@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from builders import make_node, make_pod
+from builders import cluster_objects, make_node, make_pod
 from simkit import HttpExtenderServer, OurServer, WireRequest, gzip_reply, scheduler_for, slow
 
 from extender.api import schemas, wire
+from extender.cluster.memory import MemoryCluster
 from extender.sim import gojson
 from extender.sim.client import (CallableTransport, ExtenderError, HTTPExtender, HTTPTransport, RawResponse, Victims,
                                  go_errorf)
@@ -358,10 +359,6 @@ def test_redirects_replay_the_post_on_307() -> None:
 
 
 def two_extender_run(bad_reply: bytes, **bad_entry: Any) -> Any:
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     cluster = MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()]))
 
     def bad(verb: str, args: Any) -> Any:
@@ -401,10 +398,6 @@ def test_an_integer_score_from_the_same_extender_wins() -> None:
 def test_a_host_named_twice_in_a_prioritize_reply_gets_the_sum_of_its_scores() -> None:
     """``combinedScores[host] += score * weight``: both entries count; a host that was not sent
     is ignored, a sent one the reply leaves out has no extender score."""
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     cluster = MemoryCluster(cluster_objects([make_node(n).obj() for n in ("n1", "n2", "n3")]))
 
     def handler(verb: str, args: Any) -> Any:
@@ -424,10 +417,6 @@ def test_an_extender_failing_a_node_the_filters_rejected_adds_its_reason() -> No
     """``FailedNodes`` may name nodes that were not sent: a node that already has a status gets
     the message appended (its code and plugin kept); ``FailedAndUnresolvableNodes`` makes it
     unresolvable."""
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     nodes = [make_node("small").alloc(cpu="1").obj(), make_node("tiny").alloc(cpu="1").obj(), make_node("n2").obj()]
     cluster = MemoryCluster(cluster_objects(nodes))
 
@@ -449,10 +438,6 @@ def test_an_extender_failing_a_node_the_filters_rejected_adds_its_reason() -> No
 
 
 def test_unknown_name_in_cache_mode_is_a_scheduling_error() -> None:
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
     handler = lambda verb, args: {"NodeNames": ["n1", "ghost"]}  # noqa: E731
     scheduler = scheduler_for(cluster, [({"urlPrefix": "http://x/", "filterVerb": "filter", "nodeCacheCapable": True},
@@ -466,10 +451,6 @@ def test_unresolvable_wins_over_failed_and_keeps_the_node_out_of_preemption() ->
     """Both nodes pass the in-tree filters; the extender fails both, n2 also as unresolvable.
     Preemption then only dry-runs n1 (n2: "Preemption is not helpful"), where the pod fits
     without victims: a single "expected at least one victim" error, not one per node."""
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     nodes = [make_node("n1").obj(), make_node("n2").obj()]
     others = [make_pod(f"low-{n}").req(cpu="1").node(n).obj() for n in ("n1", "n2")]
     cluster = MemoryCluster(cluster_objects(nodes, others))
@@ -491,10 +472,6 @@ def test_unresolvable_wins_over_failed_and_keeps_the_node_out_of_preemption() ->
 
 @pytest.mark.parametrize("ignorable", [False, True])
 def test_zero_victim_node_in_a_preempt_reply(ignorable: bool) -> None:
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     nodes = [make_node(n).alloc(cpu="2").obj() for n in ("n1", "n2")]
     cluster = MemoryCluster(cluster_objects(nodes, [make_pod(f"low-{n}").uid(f"uid-{n}").req(cpu="2").node(n).obj()
                                                     for n in ("n1", "n2")]))
@@ -554,10 +531,6 @@ def test_later_extenders_get_the_node_objects_a_non_cache_filter_returned(
     reply (``result.Nodes.Items``) as the feasible list, and ``findNodesThatPassExtenders``
     passes that list to the next extender's filter, then to every prioritize - not the
     snapshot's objects. A nodeCacheCapable filter in between returns its input objects."""
-    from builders import cluster_objects
-
-    from extender.cluster.memory import MemoryCluster
-
     cluster = MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()]))
     seen: dict[str, list[tuple[str, list[Any]]]] = {}
     entries = []
@@ -577,3 +550,36 @@ def test_later_extenders_get_the_node_objects_a_non_cache_filter_returned(
         assert _stamps(items) == stamps, (name, verb)
     # the in-tree plugins still read the scheduler's own nodes
     assert all(not _stamps([n.raw])[0] for n in scheduler.cache.nodes())
+
+
+def test_the_full_pass_after_a_failed_nominated_node_sends_the_snapshots_node_objects() -> None:
+    """kube-scheduler runs the extenders on the nominated node alone first; when a later extender
+    rejects it, the search over every node starts from the scheduler's own Node objects again:
+    the first (non-cache) extender must not get back what it returned for the nominated node.
+    (Found in review.)"""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()]))
+    seen: dict[str, list[list[Any]]] = {"a": [], "b": []}
+
+    def a(verb: str, args: Any) -> Any:  # non-cache filter: stamps every node it is sent
+        items = args["Nodes"]["items"]
+        seen["a"].append(items)
+        return {"Nodes": {"metadata": {}, "items": [
+            {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"].get("labels", {}), "stamped-by-a": "yes"}}}
+            for n in items]}}
+
+    def b(verb: str, args: Any) -> Any:  # non-cache filter: rejects n1
+        items = args["Nodes"]["items"]
+        seen["b"].append(items)
+        return {"Nodes": {"metadata": {}, "items": [n for n in items if n["metadata"]["name"] != "n1"]}}
+
+    entries = [({"urlPrefix": "http://a/", "filterVerb": "filter", "nodeCacheCapable": False}, CallableTransport(a)),
+               ({"urlPrefix": "http://b/", "filterVerb": "filter", "nodeCacheCapable": False}, CallableTransport(b))]
+    scheduler = scheduler_for(cluster, entries, max_virtual_seconds=2)
+    pod = make_pod("p").obj()
+    pod.setdefault("status", {})["nominatedNodeName"] = "n1"
+    cluster.add_pod(pod)
+    scheduler.run()
+    assert [c.outcome for c in scheduler.cycles] == ["scheduled"]
+    nominated_call, full_call = seen["a"][:2]
+    assert [n["metadata"]["name"] for n in nominated_call] == ["n1"]
+    assert [n["metadata"].get("labels", {}).get("stamped-by-a") for n in full_call] == [None, None]
