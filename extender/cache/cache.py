@@ -477,8 +477,31 @@ class ClusterCache:
             state = self._assumed.get(uid)
             if state is not None and state.sent is not None:
                 state.held_at = self.clock.monotonic()
+                state.binding_finished = True
                 if self.assumed_ttl > 0:
                     state.deadline = state.held_at + self.assumed_ttl
+                    heapq.heappush(self._deadlines, (state.deadline, uid))
+
+    def pause_unconfirmed(self, uid: str) -> bool:
+        """A Binding of the held pod is being sent again, or the pod read: the hold does not
+        expire meanwhile (as an assumption does not while its Binding is under way) - until
+        ``renew_unconfirmed``, ``confirm_written``, ``forget`` or ``resume_unconfirmed``. False
+        when there is no such hold."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            if state is None or state.sent is None:
+                return False
+            state.binding_finished = False
+            return True
+
+    def resume_unconfirmed(self, uid: str) -> None:
+        """``pause_unconfirmed`` ended with nothing learnt: the hold expires at its deadline again
+        (at once if that has passed)."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            if state is not None and state.sent is not None and not state.binding_finished:
+                state.binding_finished = True
+                if self.assumed_ttl > 0:
                     heapq.heappush(self._deadlines, (state.deadline, uid))
 
     def confirm_written(self, uid: str) -> bool:
@@ -489,7 +512,7 @@ class ClusterCache:
             state = self._assumed.get(uid)
             if state is None or state.sent is None:
                 return False
-            state.sent, state.ledger = None, False
+            state.sent, state.ledger, state.binding_finished = None, False, True
             state.deadline = self.clock.monotonic() + self.assumed_ttl
             if self.assumed_ttl > 0:
                 heapq.heappush(self._deadlines, (state.deadline, uid))

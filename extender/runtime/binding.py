@@ -194,20 +194,30 @@ class BindingCycle(VerbContext):
         """kube-scheduler retries a pod whose Binding's outcome is unknown: that Binding is sent
         again - the same node and annotations, which the hold keeps - rather than a new cycle,
         which could choose other devices than a stored first Binding did. Stored (now or before):
-        the hold becomes an ordinary assumption. Not stored and refused for good: released.
-        Unknown again: held still. Another node is refused while the first Binding may stand
-        (filter offers only its node meanwhile)."""
+        the hold becomes an ordinary assumption. A conflict (the pod gone, bound elsewhere,
+        another UID): released. Unknown again: held, its wait and TTL from now. Refused otherwise
+        (throttled, an admission webhook, a 5xx read back unbound, not the leader): that says
+        nothing of the first Binding - held as it was. The hold does not expire while the
+        Binding is under way. Another node is refused while the first Binding may stand (filter
+        offers only its node meanwhile)."""
         if node != pod.node_name:
             return (f"pod {pod.key} may be bound to {pod.node_name} already (the outcome of its Binding there is "
                     f"unknown): not binding it to {node}")
+        self.cache.pause_unconfirmed(pod.uid)
         try:
             self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except WriteError as exc:
             if exc.uncertain:  # this one too may land late: a read must wait as long again
                 self.cache.renew_unconfirmed(pod.uid)
-                return f"bind failed for pod {pod.key} on {node}: {exc}; {_HELD.format(node=node)}"
-            self.cache.forget(pod.uid)
-            return f"bind failed for pod {pod.key} on {node}: {exc}"
+            elif exc.conflict:
+                self.cache.forget(pod.uid)
+                return f"bind failed for pod {pod.key} on {node}: {exc}"
+            else:
+                self.cache.resume_unconfirmed(pod.uid)
+            return f"bind failed for pod {pod.key} on {node}: {exc}; {_HELD.format(node=node)}"
+        except BaseException:
+            self.cache.resume_unconfirmed(pod.uid)
+            raise
         self.cache.confirm_written(pod.uid)
         self.queue.schedulable(pod.uid)
         self._clear_displaced_nominations(pod, node)
@@ -228,12 +238,16 @@ class BindingCycle(VerbContext):
                 flight = self._inflight[pod.uid] = _BindFlight(pod.node_name)
             try:
                 now = self.cache.unconfirmed(pod.uid)
-                if now is None or now[0].node_name != pod.node_name:  # settled meanwhile (a bind of
+                if now is None or now[0].node_name != pod.node_name or not self.cache.pause_unconfirmed(pod.uid):
+                    # settled meanwhile (a bind of it, the watch or the TTL between the list and this look)
                     flight.result = f"pod {pod.key}: its hold on {pod.node_name} ended meanwhile; try again"
-                    continue  # it, the watch or the TTL between the list and this look)
+                    continue
                 try:
                     node = self.handle.writer.bound_node(pod.namespace, pod.name, pod.uid)
-                except WriteError as exc:
+                except BaseException as exc:
+                    self.cache.resume_unconfirmed(pod.uid)
+                    if not isinstance(exc, WriteError):
+                        raise
                     flight.result = f"pod {pod.key}: the outcome of its Binding to {pod.node_name} is still unknown"
                     log.info("binding outcome still unknown", extra={"pod": pod.key, "error": str(exc)})
                     continue

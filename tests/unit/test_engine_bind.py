@@ -389,3 +389,37 @@ def test_a_bind_waiting_on_the_upkeeps_look_at_a_hold_gone_meanwhile_is_not_told
     retry.join(5)
     bound_to = (cluster.get_pod("default", "p")["spec"] or {}).get("nodeName")
     assert results["p"] != "" or bound_to == "n1", "the retry was told bound"
+
+
+@pytest.mark.parametrize("resend", ["unknown again", "stored"])
+def test_a_hold_whose_ttl_passes_while_its_binding_is_sent_again_is_not_given_away(resend: str) -> None:
+    """p's Binding to n1 has an unknown outcome: held (assumedPodTTL 30 s). kube-scheduler's retry
+    sends it again while the API server struggles, and a filter's clean-up runs while that call
+    is under way past the first hold's TTL. An ordinary assumption cannot expire while its
+    Binding is under way; neither may this hold - q would get p's capacity while p's Binding may
+    land (or has landed, our watch behind it). (Found in review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()])
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    engine.handle.clock.advance(25)
+    lagging: list[dict] = []
+    publish = cluster._publish_pod
+
+    def slow_resend(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        engine.handle.clock.advance(10)  # the API server takes its time
+        engine.cache.cleanup_expired()  # a filter meanwhile: every verb cleans up first
+        if resend == "unknown again":
+            unknown_outcome()
+        cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # our watch behind p's Binding
+        try:
+            real_bind(namespace, name, uid, node, annotations)
+        finally:
+            cluster._publish_pod = publish  # type: ignore[method-assign]
+
+    cluster.bind = slow_resend  # type: ignore[method-assign]
+    error = engine.bind("default", "p", "u1", "n1")
+    assert ("stays held" in error) if resend == "unknown again" else error == ""
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    assert gpu_used(engine, "n1") == 2000
+    assert "no longer fits" in engine.bind("default", "q", "u2", "n1")
