@@ -105,7 +105,12 @@ class BindingCycle(VerbContext):
         key = pod_key(namespace, name)
         unsettled = self.cache.unconfirmed(uid)
         if unsettled is not None:
-            return self._send_again(unsettled[0], unsettled[1], node)
+            if node != unsettled[0].node_name:
+                return (f"pod {key} may be bound to {unsettled[0].node_name} already (the outcome of its Binding "
+                        f"there is unknown): not binding it to {node}")
+            if self.cache.pause_unconfirmed(uid):
+                return self._send_again(unsettled[0], unsettled[1])
+            # the hold ended between the look and the pause (its TTL, the watch): bound as any pod
         # A reservation held only by an allocation annotation (from before a restart or leader
         # change, never bound) is no binding: assume() takes it over atomically below.
         existing = None if self.cache.is_ledger_reservation(uid) else self.cache.pod(uid)
@@ -167,6 +172,9 @@ class BindingCycle(VerbContext):
             else:
                 st = fw.run_bind(state, pod, node)
                 if isinstance(st.error, WriteError) and st.error.uncertain:
+                    seen = self.cache.pod(pod.uid)
+                    if seen is not None and seen.node_name == node and not self.cache.is_assumed(pod.uid):
+                        return ""  # the watch showed it bound there meanwhile: the Binding was stored
                     return self._unconfirmed(fw, state, pod, node, st)
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
@@ -190,7 +198,7 @@ class BindingCycle(VerbContext):
         log.warning("binding outcome unknown: capacity kept", extra={"pod": pod.key, "node": node})
         return f"{error}; {_HELD.format(node=node)}"
 
-    def _send_again(self, pod: PodInfo, annotations: Mapping[str, str], node: str) -> str:
+    def _send_again(self, pod: PodInfo, annotations: Mapping[str, str]) -> str:
         """kube-scheduler retries a pod whose Binding's outcome is unknown: that Binding is sent
         again - the same node and annotations, which the hold keeps - rather than a new cycle,
         which could choose other devices than a stored first Binding did. Stored (now or before):
@@ -198,12 +206,10 @@ class BindingCycle(VerbContext):
         another UID): released. Unknown again: held, its wait and TTL from now. Refused otherwise
         (throttled, an admission webhook, a 5xx read back unbound, not the leader): that says
         nothing of the first Binding - held as it was. The hold does not expire while the
-        Binding is under way. Another node is refused while the first Binding may stand (filter
-        offers only its node meanwhile)."""
-        if node != pod.node_name:
-            return (f"pod {pod.key} may be bound to {pod.node_name} already (the outcome of its Binding there is "
-                    f"unknown): not binding it to {node}")
-        self.cache.pause_unconfirmed(pod.uid)
+        Binding is under way (the caller paused the hold: ``pause_unconfirmed``). ``_bind``
+        refuses another node while the first Binding may stand (filter offers only its node
+        meanwhile)."""
+        node = pod.node_name
         try:
             self.handle.writer.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except WriteError as exc:
@@ -235,7 +241,9 @@ class BindingCycle(VerbContext):
             with self._inflight_lock:
                 if pod.uid in self._inflight:
                     continue  # its bind is settling it
-                flight = self._inflight[pod.uid] = _BindFlight(pod.node_name)
+                flight = self._inflight[pod.uid] = _BindFlight(
+                    pod.node_name, result=f"pod {pod.key}: the outcome of its Binding to {pod.node_name} is "
+                                          "still unknown; try again")  # "" only once it is seen bound
             try:
                 now = self.cache.unconfirmed(pod.uid)
                 if now is None or now[0].node_name != pod.node_name or not self.cache.pause_unconfirmed(pod.uid):
@@ -248,11 +256,11 @@ class BindingCycle(VerbContext):
                     self.cache.resume_unconfirmed(pod.uid)
                     if not isinstance(exc, WriteError):
                         raise
-                    flight.result = f"pod {pod.key}: the outcome of its Binding to {pod.node_name} is still unknown"
                     log.info("binding outcome still unknown", extra={"pod": pod.key, "error": str(exc)})
                     continue
                 if node == pod.node_name:
                     self.cache.confirm_written(pod.uid)
+                    flight.result = ""
                 else:
                     self.cache.forget(pod.uid)
                     # kube-scheduler may hold the pod back for want of that node (filter offered it

@@ -423,3 +423,57 @@ def test_a_hold_whose_ttl_passes_while_its_binding_is_sent_again_is_not_given_aw
     cluster.bind = real_bind  # type: ignore[method-assign]
     assert gpu_used(engine, "n1") == 2000
     assert "no longer fits" in engine.bind("default", "q", "u2", "n1")
+
+
+def test_a_hold_that_expires_just_before_its_resend_is_not_sent_unheld() -> None:
+    """p's Binding to n1 has an unknown outcome: held (assumedPodTTL 30 s). 31 s later
+    kube-scheduler retries p: bind finds the hold (nobody cleaned up yet) and goes to send it
+    again. Just then a filter's clean-up expires the hold and q takes the capacity. The resend
+    must not go out unheld - p bound and kube-scheduler told so, with q on the same GPUs. (Found
+    in review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()])
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    engine.handle.clock.advance(31)  # the TTL has passed; nobody has cleaned up yet
+    cache = engine.cache
+    real_pause = cache.pause_unconfirmed
+    q_result: list[str] = []
+
+    def pause(uid: str) -> bool:  # between bind's look at the hold and its pause: another verb runs
+        cache.pause_unconfirmed = real_pause  # type: ignore[method-assign]
+        cache.cleanup_expired()  # a filter's clean-up: the hold expires
+        q_result.append(engine.bind("default", "q", "u2", "n1"))  # q is placed on what p held
+        return real_pause(uid)
+
+    cache.pause_unconfirmed = pause  # type: ignore[method-assign]
+    p_result = engine.bind("default", "p", "u1", "n1")
+    assert q_result == [""]
+    assert "no longer fits" in p_result
+    assert [p["metadata"]["name"] for p in cluster.pods() if p["spec"].get("nodeName") == "n1"] == ["q"]
+
+
+def test_a_bind_waiting_on_an_upkeep_read_that_raised_is_not_told_bound() -> None:
+    """The upkeep reads p (its Binding to n1 of unknown outcome, not stored) and the read fails
+    with an exception that is no WriteError. kube-scheduler's retry of p, waiting for the upkeep's
+    result meanwhile, must not be told p is bound: p is Pending. (Found in review.)"""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    engine.handle.clock.advance(6)
+    results: dict[str, str] = {}
+    retry = threading.Thread(target=lambda: results.__setitem__("p", engine.bind("default", "p", "u1", "n1")))
+
+    def bound_node(namespace: str, name: str, uid: str) -> Any:
+        retry.start()  # kube-scheduler's retry: it waits for the upkeep's read
+        time.sleep(0.2)  # lets it reach that wait (one that comes later sends p's Binding itself: also right)
+        raise RuntimeError("answer not understood")
+
+    cluster.bound_node = bound_node  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        engine.binding.settle_unconfirmed()
+    retry.join(5)
+    assert results["p"] != "" or cluster.get_pod("default", "p")["spec"].get("nodeName") == "n1"

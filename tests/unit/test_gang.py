@@ -658,3 +658,26 @@ def test_a_member_whose_binding_outcome_is_unknown_is_offered_its_node_and_not_p
     assert filter_pod(engine, cluster, "other", ["n2"]).feasible == ["n2"], "n2 is free: nothing of m1's is there"
     assert engine.bind("default", "m1", "u-m1", "n1") == ""
     assert bound(cluster) == {"m0", "m1"}
+
+
+def test_a_member_bound_before_its_unknown_outcome_is_reported_holds_no_place_for_itself() -> None:
+    """m1's Binding to n1 is stored and our watch shows m1 bound while the writer still reads it
+    back in vain, then reports an unknown outcome. There is nothing to hold: m1 is bound and
+    counted, and Gang must not hold a place on n1 for a retry besides. (Found in review.)"""
+    from extender.framework.handle import WriteError
+    other = make_pod("other").uid("u-other").req(gpu=1).obj()
+    engine, cluster = planned({"n1": 3}, group_of("m", 2) + [other])
+    real_bind = cluster.bind
+
+    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        real_bind(namespace, name, uid, node, annotations)  # stored; the watch shows it
+        if name == "m1":
+            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                             uncertain=True)
+
+    cluster.bind = bind  # type: ignore[method-assign]
+    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    cluster.bind = real_bind  # type: ignore[method-assign]
+    assert results == {"m0": "", "m1": ""} and bound(cluster) == {"m0", "m1"}
+    assert engine.cache.snapshot().get("n1").requested["example.com/gpu"] == 2000
+    assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"]
