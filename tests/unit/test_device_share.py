@@ -243,18 +243,25 @@ def test_a_failed_binding_leaves_no_assignment_behind() -> None:
     assert restarted.filter(share_pod("q", 16384), ["a"]).feasible == ["a"], "both devices are free"
 
 
-def test_a_binding_of_unknown_outcome_keeps_its_devices_held() -> None:
-    """Nobody can tell whether the Binding (and the device assignment it carried) was stored: the
-    devices stay held until the cluster shows the pod, so no second pod is put on them."""
-    engine, cluster = engine_over(NODES, [share_pod(name, 12288) for name in "pqr"])
+def bind_of_unknown_outcome(engine: Any, cluster: MemoryCluster, name: str) -> None:
+    """Bind ``name`` to node a with a Binding of unknown outcome (not stored): the engine holds it."""
     real_bind = cluster.bind
 
     def unknown(*args: Any, **kwargs: Any) -> None:
         raise WriteError("no reply, and the pod could not be read back", uncertain=True)
 
     cluster.bind = unknown  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u-p", "a")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    try:
+        assert "stays held" in engine.bind("default", name, f"u-{name}", "a")
+    finally:
+        cluster.bind = real_bind  # type: ignore[method-assign]
+
+
+def test_a_binding_of_unknown_outcome_keeps_its_devices_held() -> None:
+    """Nobody can tell whether the Binding (and the device assignment it carried) was stored: the
+    devices stay held until the cluster shows the pod, so no second pod is put on them."""
+    engine, cluster = engine_over(NODES, [share_pod(name, 12288) for name in "pqr"])
+    bind_of_unknown_outcome(engine, cluster, "p")
     assert engine.bind("default", "q", "u-q", "a") == "", "the other device is free"
     assert engine.filter(share_pod("r", 12288), ["a"]).feasible == []
     assert "no longer fits" in engine.bind("default", "r", "u-r", "a")
@@ -269,14 +276,7 @@ def test_a_retry_after_an_unknown_outcome_that_was_not_stored_sends_the_same_bin
     x = share_pod("x", 4096, node="a", **{
         "kube-extender.io/devices": json.dumps({"node": "a", "containers": {"main": {"devices": [1], "memoryMiB": 4096}}})})
     engine, cluster = engine_over(NODES, [x, share_pod("p", 8192), share_pod("q", 12288)])
-    real_bind = cluster.bind
-
-    def unknown(*args: Any, **kwargs: Any) -> None:
-        raise WriteError("no reply, and the pod could not be read back", uncertain=True)
-
-    cluster.bind = unknown  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u-p", "a")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster, "p")
     cluster.delete_pod("default", "x")
     lagging: list[dict] = []
     publish = cluster._publish_pod

@@ -98,6 +98,16 @@ def unknown_outcome(*_args: Any, **_kwargs: Any) -> None:
                      uncertain=True)
 
 
+def bind_of_unknown_outcome(engine: Any, cluster: MemoryCluster) -> None:
+    """Bind p (u1) to n1 with a Binding of unknown outcome (not stored): the engine holds it."""
+    real_bind = cluster.bind
+    cluster.bind = unknown_outcome  # type: ignore[method-assign]
+    try:
+        assert "stays held" in engine.bind("default", "p", "u1", "n1")
+    finally:
+        cluster.bind = real_bind  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("settle, held_after", [
     ("nothing yet", True),
     ("the hold expires", False),
@@ -296,10 +306,7 @@ def test_with_assumed_pod_ttl_0_a_read_settles_a_binding_of_unknown_outcome() ->
     than the Binding); the upkeep's read of p does, and p may be bound elsewhere. (Found in
     review: the pod was refused everywhere but n1 for as long as the process lived.)"""
     engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()], cache={"assumedPodTTL": "0"})
-    real_bind = cluster.bind
-    cluster.bind = unknown_outcome  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u1", "n1")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster)
     cluster.delete_node("n1")
     assert "may be bound to n1 already" in engine.bind("default", "p", "u1", "n2")
     engine.handle.clock.advance(6)
@@ -346,10 +353,7 @@ def test_a_pod_refused_for_its_unknown_binding_is_nudged_once_a_read_releases_it
     state = create_app(config_of(requeue={"nudge": True, "qps": 100.0, "minInterval": "1s"}), source=cluster,
                        clock=clock, background=False).extensions["kube_extender"]
     engine, nudger = state.engine, state.nudger
-    real_bind = cluster.bind
-    cluster.bind = unknown_outcome  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u1", "n1")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster)
     cluster.delete_node("n1")
     outcome = engine.filter(cluster.get_pod("default", "p"), ["n2"])
     assert outcome.feasible == [] and "may be bound to n1" in outcome.unresolvable["n2"]
@@ -366,10 +370,7 @@ def test_a_bind_waiting_on_the_upkeeps_look_at_a_hold_gone_meanwhile_is_not_told
     kube-scheduler's retry of p arriving just then waits for the upkeep's result: it must not be
     told p is bound - p is Pending with nothing held. (Found in review.)"""
     engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
-    real_bind = cluster.bind
-    cluster.bind = unknown_outcome  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u1", "n1")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster)
     engine.handle.clock.advance(6)
     cache = engine.cache
     real_unconfirmed = cache.unconfirmed
@@ -432,10 +433,7 @@ def test_a_hold_that_expires_just_before_its_resend_is_not_sent_unheld() -> None
     must not go out unheld - p bound and kube-scheduler told so, with q on the same GPUs. (Found
     in review.)"""
     engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj(), make_pod("q").uid("u2").req(gpu=3).obj()])
-    real_bind = cluster.bind
-    cluster.bind = unknown_outcome  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u1", "n1")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster)
     engine.handle.clock.advance(31)  # the TTL has passed; nobody has cleaned up yet
     cache = engine.cache
     real_pause = cache.pause_unconfirmed
@@ -459,10 +457,7 @@ def test_a_bind_waiting_on_an_upkeep_read_that_raised_is_not_told_bound() -> Non
     with an exception that is no WriteError. kube-scheduler's retry of p, waiting for the upkeep's
     result meanwhile, must not be told p is bound: p is Pending. (Found in review.)"""
     engine, cluster = setup([make_pod("p").uid("u1").req(gpu=1).obj()])
-    real_bind = cluster.bind
-    cluster.bind = unknown_outcome  # type: ignore[method-assign]
-    assert "stays held" in engine.bind("default", "p", "u1", "n1")
-    cluster.bind = real_bind  # type: ignore[method-assign]
+    bind_of_unknown_outcome(engine, cluster)
     engine.handle.clock.advance(6)
     results: dict[str, str] = {}
     retry = threading.Thread(target=lambda: results.__setitem__("p", engine.bind("default", "p", "u1", "n1")))

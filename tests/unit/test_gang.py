@@ -567,36 +567,53 @@ def test_the_offered_names_answer_as_a_set_however_often_asked() -> None:
     assert len(offered) == 3 and sorted(offered) == ["n1", "n2", "n3"]
 
 
+def bind_m0_and_m1_of_unknown_outcome(engine: Any, cluster: MemoryCluster, *, stored: bool,
+                                       watch: str = "on time") -> tuple[dict[str, str], Callable[[], None]]:
+    """Bind members m0 and m1 to n1 at once, m1's Binding of unknown outcome (its reply lost, the
+    pod unreadable): ``stored`` or not; when stored, our ``watch`` shows it "on time" or "late"
+    (its events are then delivered when the callable returned with the results is called)."""
+    from extender.framework.handle import WriteError
+    real_bind = cluster.bind
+    publish = cluster._publish_pod
+    lagging: list[dict] = []
+
+    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
+        if name != "m1":
+            return real_bind(namespace, name, uid, node, annotations)
+        if stored:
+            if watch == "late":
+                cluster._publish_pod = lagging.append  # type: ignore[method-assign]
+            try:
+                real_bind(namespace, name, uid, node, annotations)
+            finally:
+                cluster._publish_pod = publish  # type: ignore[method-assign]
+        raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
+                         uncertain=True)
+
+    cluster.bind = bind  # type: ignore[method-assign]
+    try:
+        results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    finally:
+        cluster.bind = real_bind  # type: ignore[method-assign]
+
+    def deliver() -> None:
+        for pod in lagging:
+            publish(pod)
+    return results, deliver
+
+
 def test_a_member_whose_binding_outcome_is_unknown_is_held_once() -> None:
     """m1's Binding (after Permit let the group go) was stored, its reply lost, every read back
     failed: the engine holds m1's capacity on n1. Gang's Unreserve must not hold m1's place once
     more (a reservation slot on n1): m1 would count twice and a pod that fits beside m0 and m1 be
     refused - even once the watch shows m1 bound. (Found in review.)"""
-    from extender.framework.handle import WriteError
     other = make_pod("other").uid("u-other").req(gpu=1).obj()
     engine, cluster = planned({"n1": 3}, group_of("m", 2) + [other])
-    real_bind = cluster.bind
-    lagging: list[dict] = []
-    publish = cluster._publish_pod
-
-    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
-        if name != "m1":
-            return real_bind(namespace, name, uid, node, annotations)
-        cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # our watch lags behind m1's Binding
-        try:
-            real_bind(namespace, name, uid, node, annotations)
-        finally:
-            cluster._publish_pod = publish  # type: ignore[method-assign]
-        raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
-                         uncertain=True)
-
-    cluster.bind = bind  # type: ignore[method-assign]
-    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    results, watch_catches_up = bind_m0_and_m1_of_unknown_outcome(engine, cluster, stored=True, watch="late")
     assert results["m0"] == "" and "stays held" in results["m1"]
     assert engine.cache.snapshot().get("n1").requested["example.com/gpu"] == 2000, "m0 bound, m1 held"
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "3 GPUs, m0 and m1 hold 2"
-    for pod in lagging:
-        publish(pod)
+    watch_catches_up()
     assert not engine.cache.is_assumed("u-m1"), "the watch shows m1 bound"
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"], "m1 counts once, bound"
 
@@ -607,22 +624,11 @@ def test_a_member_whose_unknown_binding_was_not_stored_keeps_its_place() -> None
     engine held it the slot must not count twice, and once that hold is gone it must. (Found in
     review: nobody held m1's place any more, another pod took it, the group stayed partly bound.)"""
     from extender.framework.clock import FakeClock
-    from extender.framework.handle import WriteError
     other = make_pod("other").uid("u-other").req(gpu=1).obj()
     clock = FakeClock()
     engine, cluster = planned({"n1": 2}, group_of("m", 2) + [other], clock=clock, backoff="30s")
-    real_bind = cluster.bind
-
-    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
-        if name == "m1":  # not stored; the reply lost and the pod unreadable
-            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
-                             uncertain=True)
-        return real_bind(namespace, name, uid, node, annotations)
-
-    cluster.bind = bind  # type: ignore[method-assign]
-    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    results, _ = bind_m0_and_m1_of_unknown_outcome(engine, cluster, stored=False)
     assert results["m0"] == "" and "stays held" in results["m1"]
-    cluster.bind = real_bind  # type: ignore[method-assign]
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "m1 held by the engine"
     clock.advance(6)
     engine.collect_orphans()  # the read: m1 is not bound
@@ -638,21 +644,10 @@ def test_a_member_whose_binding_outcome_is_unknown_is_offered_its_node_and_not_p
     again - and Gang plans nothing more for it. (Found in review: Gang's PreFilter planned m1
     anew where it fit beside its own hold, n2, filter then allowed no node at all, and the new
     slot held n2 against others.)"""
-    from extender.framework.handle import WriteError
     other = make_pod("other").uid("u-other").req(gpu=1).obj()
     engine, cluster = planned({"n1": 2, "n2": 1}, group_of("m", 2) + [other])
-    real_bind = cluster.bind
-
-    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
-        if name == "m1":
-            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
-                             uncertain=True)
-        return real_bind(namespace, name, uid, node, annotations)
-
-    cluster.bind = bind  # type: ignore[method-assign]
-    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
+    results, _ = bind_m0_and_m1_of_unknown_outcome(engine, cluster, stored=False)
     assert results["m0"] == "" and "stays held" in results["m1"]
-    cluster.bind = real_bind  # type: ignore[method-assign]
     outcome = filter_pod(engine, cluster, "m1", ["n1", "n2"])
     assert outcome.feasible == ["n1"], (outcome.failed, outcome.unresolvable)
     assert filter_pod(engine, cluster, "other", ["n2"]).feasible == ["n2"], "n2 is free: nothing of m1's is there"
@@ -664,20 +659,9 @@ def test_a_member_bound_before_its_unknown_outcome_is_reported_holds_no_place_fo
     """m1's Binding to n1 is stored and our watch shows m1 bound while the writer still reads it
     back in vain, then reports an unknown outcome. There is nothing to hold: m1 is bound and
     counted, and Gang must not hold a place on n1 for a retry besides. (Found in review.)"""
-    from extender.framework.handle import WriteError
     other = make_pod("other").uid("u-other").req(gpu=1).obj()
     engine, cluster = planned({"n1": 3}, group_of("m", 2) + [other])
-    real_bind = cluster.bind
-
-    def bind(namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
-        real_bind(namespace, name, uid, node, annotations)  # stored; the watch shows it
-        if name == "m1":
-            raise WriteError("binding failed: no reply, and the pod could not be read back: it may be bound",
-                             uncertain=True)
-
-    cluster.bind = bind  # type: ignore[method-assign]
-    results = bind_each(engine, {"m0": "n1", "m1": "n1"})
-    cluster.bind = real_bind  # type: ignore[method-assign]
-    assert results == {"m0": "", "m1": ""} and bound(cluster) == {"m0", "m1"}
+    results, _ = bind_m0_and_m1_of_unknown_outcome(engine, cluster, stored=True)
+    assert (results["m0"], results["m1"]) == ("", "") and bound(cluster) == {"m0", "m1"}
     assert engine.cache.snapshot().get("n1").requested["example.com/gpu"] == 2000
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"]

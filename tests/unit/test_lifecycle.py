@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from builders import cluster_objects, make_node, make_pod
@@ -13,6 +13,22 @@ from extender.app import create_app, shutdown
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
 from extender.lifecycle import Lifecycle
+
+
+class Leader:
+    """A leader that always leads; ``stopped(release)`` is told how it was stopped."""
+
+    def __init__(self, stopped: Callable[[bool], None]) -> None:
+        self.stopped = stopped
+
+    def is_leader(self) -> bool:
+        return True
+
+    def term(self) -> int:
+        return 1
+
+    def stop(self, release: bool = True, timeout: float | None = None) -> None:
+        self.stopped(release)
 
 
 def test_close_stops_every_thread_the_app_started_and_is_idempotent() -> None:
@@ -70,19 +86,9 @@ def test_the_loops_end_on_close_and_nothing_starts_after_it() -> None:
 def test_a_crash_keeps_the_lease_a_close_gives_it_up() -> None:
     """``close(release=False)`` (a simulated crash) tells the leader not to give the lease up."""
     stopped: list[Any] = []
-
-    class Leader:
-        def is_leader(self) -> bool:
-            return True
-
-        def term(self) -> int:
-            return 1
-
-        def stop(self, release: bool = True, timeout: float | None = None) -> None:
-            stopped.append(release)
-
     for release in (False, True):
-        app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=Leader(), background=False)
+        leader = Leader(lambda release: stopped.append(release))
+        app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=leader, background=False)
         app.extensions["kube_extender"].close(release=release)
     assert stopped == [False, True]
 
@@ -95,18 +101,11 @@ def test_the_lease_is_given_up_only_once_no_loop_can_still_write(loop_ends: bool
     seen: list[tuple[bool, bool]] = []
     written = threading.Event()
 
-    class Leader:
-        def is_leader(self) -> bool:
-            return True
+    def stopped(release: bool) -> None:
+        seen.append((release, thread.is_alive()))
+        written.set()  # a stuck write ends once the process gives up on it
 
-        def term(self) -> int:
-            return 1
-
-        def stop(self, release: bool = True, timeout: float | None = None) -> None:
-            seen.append((release, thread.is_alive()))
-            written.set()  # a stuck write ends once the process gives up on it
-
-    app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=Leader(), background=False)
+    app = create_app(config_of(), source=MemoryCluster(), clock=FakeClock(), leader=Leader(stopped), background=False)
     state = app.extensions["kube_extender"]
 
     def loop() -> None:
