@@ -24,7 +24,8 @@ Pod life cycle in the cache (the same state machine as kube-scheduler's cache)::
   any assumption and is then an orphan whose annotation the leader removes (``take_expired``).
   Today's Binding carries the annotation, so a pod is bound with it or has none. A Binding whose
   outcome nobody could read is held much the same way, as the allocation it carried, until the
-  pod is seen bound or gone or the TTL passes (``keep_unconfirmed``).
+  pod is seen bound or gone, its Binding is sent again or its pod read, or the TTL passes
+  (``keep_unconfirmed``).
 
 PodDisruptionBudgets, PodGroups and ElasticQuotas (``scheduling.x-k8s.io``) are kept beside, by
 namespace/name; a PodGroup or ElasticQuota is stored trimmed even when malformed, and read typed

@@ -5,9 +5,9 @@
   Reserve -> Permit (maybe wait) -> PreBind (+ the allocation ledger annotation) -> Bind ->
   PostBind -> finish_binding. Any failure: Unreserve in reverse order, forget, return the error
   text - but a Binding that may have been stored keeps its capacity held (``_unconfirmed``), and
-  the pod's next bind sends that Binding again (``_send_again``). Idempotent: already bound or assumed on the same node is success; a second bind of a pod
-  whose bind is in flight waits for the first one's result. A bound pod of higher priority clears
-  the nominations it displaced.
+  the pod's next bind sends that Binding again (``_send_again``). Idempotent: already bound or
+  assumed on the same node is success; a second bind of a pod whose bind is in flight waits for
+  the first one's result. A bound pod of higher priority clears the nominations it displaced.
 * ``collect_orphans``: allocation annotations of reservations that expired unbound are removed,
   and Bindings of unknown outcome are settled by reading their pods (``settle_unconfirmed``).
 """
@@ -186,9 +186,10 @@ class BindingCycle(VerbContext):
         """A Binding that may have been stored, nobody can tell (``WriteError.uncertain``): the
         capacity stays held as the allocation the Binding carried (``ClusterCache.keep_unconfirmed``)
         - released, a second pod could be placed on what the pod may hold -, the plugins
-        unreserve as for any failed bind, and kube-scheduler is told the bind failed: it retries
-        the pod, whose next bind takes the hold over (and is a success if the first Binding was
-        stored), unless the watch settles it first."""
+        unreserve as for any failed bind (``binding_outcome_unknown`` set), and kube-scheduler is
+        told the bind failed: it retries the pod, whose next bind sends the same Binding again
+        (``_send_again``), unless the watch or the upkeep's read (``settle_unconfirmed``) settles
+        it first."""
         held = self.cache.keep_unconfirmed(pod.uid, {k: v for k, v in state.pod_annotations.items() if v is not None})
         state.binding_outcome_unknown = held
         fw.run_unreserve(state, pod, node)
