@@ -470,6 +470,13 @@ class ClusterCache:
         with self._lock:
             return [(s.info, s.sent) for s in self._assumed.values() if s.sent is not None and s.held_at <= before]
 
+    def unconfirmed_age(self, uid: str) -> float:
+        """Seconds since the hold of pod ``uid``'s Binding of unknown outcome was made or renewed
+        (0 when there is none)."""
+        with self._lock:
+            state = self._assumed.get(uid)
+            return self.clock.monotonic() - state.held_at if state is not None and state.sent is not None else 0.0
+
     def renew_unconfirmed(self, uid: str) -> None:
         """The held Binding was sent again, with an unknown outcome again: the hold's age (what
         ``unconfirmed_holds`` compares) and its TTL start over - that Binding too may still be

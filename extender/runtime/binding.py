@@ -37,7 +37,11 @@ from extender.runtime.profiles import Profiles
 log = logging.getLogger(__name__)
 
 SETTLE_AFTER_SECONDS = 5.0
-"""How long a Binding of unknown outcome is held before a read of its pod settles it."""
+"""How long a Binding of unknown outcome is held before a read of its pod may confirm it."""
+
+RELEASE_AFTER_SECONDS = 60.0
+"""How long before a read of the pod unbound may release the hold: kube-apiserver's default
+request timeout - a Binding may still be stored until then (a slow admission webhook, etcd)."""
 
 _HELD = "its capacity on {node} stays held until the cluster shows the pod (bound or not) or the hold expires"
 
@@ -69,7 +73,7 @@ class BindingCycle(VerbContext):
         if not owner:
             if flight.node != node:
                 return f"pod {pod_key(namespace, name)} is being bound to node {flight.node}"
-            if not flight.done.wait(self.handle.http_timeout):
+            if not flight.done.wait(self.handle.permit_budget()):  # answered while kube-scheduler still waits
                 return f"pod {pod_key(namespace, name)}: an earlier bind to {node} is still in progress"
             return flight.result
         result = "internal error"
@@ -230,13 +234,15 @@ class BindingCycle(VerbContext):
         self._clear_displaced_nominations(pod, node)
         return ""
 
-    def settle_unconfirmed(self, min_age: float = SETTLE_AFTER_SECONDS) -> int:
+    def settle_unconfirmed(self, min_age: float = SETTLE_AFTER_SECONDS,
+                           release_age: float = RELEASE_AFTER_SECONDS) -> int:
         """Read each pod whose Binding's outcome has been unknown for ``min_age`` seconds (on the
-        leader, from the upkeep loop; a Binding the API server still works on could otherwise be
-        read as not stored): bound where held - the hold becomes an ordinary assumption the watch
-        confirms -, or unbound, gone or bound elsewhere - released: kube-scheduler may place the
-        pod anew -; unreadable: held still. A bind of the pod in flight is waited for, not raced.
-        Returns how many were settled."""
+        leader, from the upkeep loop): bound where held - the hold becomes an ordinary assumption
+        the watch confirms -; unbound, gone or bound elsewhere - released, and kube-scheduler may
+        place the pod anew - but only once the hold is ``release_age`` old (a read cannot tell a
+        Binding not stored from one the API server is still storing; the TTL, when shorter, ends
+        the hold first); unreadable: held still. A bind of the pod in flight is waited for, not
+        raced. Returns how many were settled."""
         settled = 0
         for pod, _ in self.cache.unconfirmed_holds(older_than=min_age):
             with self._inflight_lock:
@@ -262,6 +268,9 @@ class BindingCycle(VerbContext):
                 if node == pod.node_name:
                     self.cache.confirm_written(pod.uid)
                     flight.result = ""
+                elif self.cache.unconfirmed_age(pod.uid) < release_age:
+                    self.cache.resume_unconfirmed(pod.uid)  # the Binding may still be stored
+                    continue
                 else:
                     self.cache.forget(pod.uid)
                     # kube-scheduler may hold the pod back for want of that node (filter offered it

@@ -337,7 +337,7 @@ def test_a_read_of_the_pod_settles_a_binding_of_unknown_outcome(api: FakeApiServ
         writer = ext.engine.handle.writer
         with pytest.raises(WriteError):
             writer.bound_node("default", "p", uid(api, "p"))  # the 4th failed read
-        assert ext.engine.binding.settle_unconfirmed(min_age=0) == 1
+        assert ext.engine.binding.settle_unconfirmed(min_age=0, release_age=0) == 1
         assert ext.used("n1") == (3 if stored else 0)
         assert ext.state.cache.unconfirmed(uid(api, "p")) is None
         assert writer.bound_node("default", "p", "another-uid") is None
@@ -373,7 +373,7 @@ def test_settling_a_hold_listed_before_the_pods_retry_does_not_forget_its_new_bi
             return real_read(namespace, name, pod_uid)
 
         writer.bound_node = slow_read  # type: ignore[method-assign]
-        ext.engine.binding.settle_unconfirmed(min_age=0)
+        ext.engine.binding.settle_unconfirmed(min_age=0, release_age=0)
         assert ext.used("n2") == 2, "r is bound to n2: its capacity there stays counted"
         assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n2")
     finally:
@@ -448,6 +448,29 @@ def test_a_binding_sent_again_and_refused_says_nothing_of_the_first_one(api: Fak
         assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1")  # kube-scheduler's retry
         assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
         wait_for(lambda: api.get("Pod", "default", "p")["spec"].get("nodeName"), what="p's first Binding stored")
+    finally:
+        ext.stop()
+
+
+def test_a_read_soon_after_an_unknown_outcome_does_not_release_a_binding_still_being_stored(
+        api: FakeApiServer) -> None:
+    """p's Binding gets no answer (our client gives up; the API server - a slow admission webhook,
+    etcd - stores it later) and is read back unbound: held. The upkeep's read 6 s on, before
+    kube-scheduler's retry came, still finds p unbound: that cannot tell "not stored" from "still
+    being stored", so the hold stays and q is refused - p's Binding then lands. (Found in review:
+    the read released it and both were bound on n1.)"""
+    api.create(pod("p", 3))
+    api.create(pod("q", 2))
+    clock = FakeClock()
+    ext = Extender(api, clock=clock)
+    try:
+        ext.writer.client = KubeClient(api.api_client(), timeout=0.5)
+        api.add_latency("POST", r"/pods/p/binding$", 1.5, count=1)
+        assert "stays held" in ext.engine.bind("default", "p", uid(api, "p"), "n1")
+        clock.advance(6)
+        ext.engine.collect_orphans()  # the upkeep: the hold is 6 s old, p still unbound
+        assert "no longer fits" in ext.engine.bind("default", "q", uid(api, "q"), "n1")
+        wait_for(lambda: api.get("Pod", "default", "p")["spec"].get("nodeName"), what="p's Binding lands")
     finally:
         ext.stop()
 

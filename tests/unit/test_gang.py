@@ -631,7 +631,7 @@ def test_a_member_whose_unknown_binding_was_not_stored_keeps_its_place() -> None
     assert results["m0"] == "" and "stays held" in results["m1"]
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "m1 held by the engine"
     clock.advance(6)
-    engine.collect_orphans()  # the read: m1 is not bound
+    engine.binding.settle_unconfirmed(release_age=0)  # a read: m1 is not bound
     assert engine.cache.unconfirmed("u-m1") is None
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == [], "m1's place is held for it"
     assert engine.bind("default", "m1", "u-m1", "n1") == ""
