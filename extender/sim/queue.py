@@ -54,9 +54,6 @@ NODE_LABEL_CHANGE = "NodeLabelChange"  # UpdateNodeLabel
 NODE_TAINT_CHANGE = "NodeTaintChange"  # UpdateNodeTaint
 NODE_CONDITION_CHANGE = "NodeConditionChange"  # UpdateNodeCondition
 NODE_ANNOTATION_CHANGE = "NodeAnnotationChange"  # UpdateNodeAnnotation
-NODE_EVENTS = frozenset({NODE_ADD, NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_ALLOCATABLE_CHANGE, NODE_LABEL_CHANGE,
-                         NODE_TAINT_CHANGE, NODE_CONDITION_CHANGE, NODE_ANNOTATION_CHANGE})
-"""The node events that move pods (a node's deletion is not one of them in 1.29-1.31)."""
 
 _TAINT_OR_LABEL = frozenset({NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_TAINT_CHANGE, NODE_LABEL_CHANGE})
 IN_TREE_EVENTS: Mapping[str, frozenset[str]] = {
@@ -265,7 +262,7 @@ class SchedulingQueue:
         """What kube-scheduler's event handlers do with the queue for ``event`` (1.29-1.31,
         ``eventhandlers.go``); returns how many pods moved.
 
-        * Node events (:data:`NODE_EVENTS`: an add, or one change of an update) and an assigned
+        * Node events (an add, or one change of an update: :func:`node_update_events`) and an assigned
           pod's deletion move the pool pods the event may help (``MoveAllToActiveOrBackoffQueue``):
           those ``pre_check`` passes (node events: ``preCheckForNode``; None: all) and whose
           rejectors include one interested in the event. Each counts as a move request for
