@@ -322,12 +322,7 @@ class ClusterCache:
         held = PodInfo(info.uid, info.namespace, info.name, info.priority, info.preemption_policy,
                        info.creation_timestamp, info.start_time, alloc.node, info.nominated_node_name, info.phase,
                        info.scheduler_name, info.deleting, info.resource_version, info.requests, info.raw)
-        new = _PodState(held, assumed=True, binding_finished=True,
-                        deadline=self.clock.monotonic() + remaining, ledger=True)
-        self._pods[info.uid] = self._assumed[info.uid] = new
-        if self.assumed_ttl > 0:
-            heapq.heappush(self._deadlines, (new.deadline, info.uid))
-        self._account(held)
+        self._hold(_PodState(held, assumed=True, ledger=True), self.clock.monotonic() + remaining)
 
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
         """The pod was deleted: release whatever it held and forget it, label index entries
@@ -399,10 +394,21 @@ class ClusterCache:
         with self._lock:
             state = self._pods.get(uid)
             if state is not None and state.assumed:
-                state.binding_finished = True
-                state.deadline = self.clock.monotonic() + self.assumed_ttl
-                if self.assumed_ttl > 0:
-                    heapq.heappush(self._deadlines, (state.deadline, uid))
+                self._finish(state, self.clock.monotonic() + self.assumed_ttl)
+
+    def _finish(self, state: _PodState, deadline: float) -> None:
+        """``state``'s Binding is done: it expires at ``deadline`` unless confirmed (lock held)."""
+        state.binding_finished, state.deadline = True, deadline
+        if self.assumed_ttl > 0:
+            heapq.heappush(self._deadlines, (deadline, state.info.uid))
+
+    def _hold(self, state: _PodState, deadline: float) -> None:
+        """Count ``state`` (a hold: assumed, its Binding done) on its node until ``deadline``
+        (lock held)."""
+        uid = state.info.uid
+        self._pods[uid] = self._assumed[uid] = state
+        self._finish(state, deadline)
+        self._account(state.info)
 
     def forget(self, uid: str) -> bool:
         """Drop an assumption (the binding cycle failed) or a hold of a Binding of unknown outcome
@@ -446,13 +452,9 @@ class ClusterCache:
             meta = info.raw.get("metadata") or {}
             raw = {**info.raw, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}}
             self._unaccount(info)
-            deadline = self.clock.monotonic() + self.assumed_ttl if self.assumed_ttl > 0 else float("inf")
-            held = _PodState(replace(info, raw=raw), assumed=True, binding_finished=True, deadline=deadline,
-                             ledger=True, sent=dict(annotations), held_at=self.clock.monotonic())
-            self._pods[uid] = self._assumed[uid] = held
-            if self.assumed_ttl > 0:
-                heapq.heappush(self._deadlines, (deadline, uid))
-            self._account(held.info)
+            now = self.clock.monotonic()
+            self._hold(_PodState(replace(info, raw=raw), assumed=True, ledger=True, sent=dict(annotations),
+                                 held_at=now), now + self.assumed_ttl if self.assumed_ttl > 0 else float("inf"))
             self._regroup(uid, info.key)
             return True
 
@@ -485,10 +487,7 @@ class ClusterCache:
             state = self._assumed.get(uid)
             if state is not None and state.sent is not None:
                 state.held_at = self.clock.monotonic()
-                state.binding_finished = True
-                if self.assumed_ttl > 0:
-                    state.deadline = state.held_at + self.assumed_ttl
-                    heapq.heappush(self._deadlines, (state.deadline, uid))
+                self._finish(state, state.held_at + self.assumed_ttl if self.assumed_ttl > 0 else state.deadline)
 
     def pause_unconfirmed(self, uid: str) -> bool:
         """A Binding of the held pod is being sent again, or the pod read: the hold does not
@@ -508,9 +507,7 @@ class ClusterCache:
         with self._lock:
             state = self._assumed.get(uid)
             if state is not None and state.sent is not None and not state.binding_finished:
-                state.binding_finished = True
-                if self.assumed_ttl > 0:
-                    heapq.heappush(self._deadlines, (state.deadline, uid))
+                self._finish(state, state.deadline)
 
     def confirm_written(self, uid: str) -> bool:
         """The held pod's Binding is known stored now (sent again, or read): the hold becomes an
@@ -520,10 +517,8 @@ class ClusterCache:
             state = self._assumed.get(uid)
             if state is None or state.sent is None:
                 return False
-            state.sent, state.ledger, state.binding_finished = None, False, True
-            state.deadline = self.clock.monotonic() + self.assumed_ttl
-            if self.assumed_ttl > 0:
-                heapq.heappush(self._deadlines, (state.deadline, uid))
+            state.sent, state.ledger = None, False
+            self._finish(state, self.clock.monotonic() + self.assumed_ttl)
             return True
 
     def cleanup_expired(self) -> list[PodInfo]:

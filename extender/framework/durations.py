@@ -4,7 +4,6 @@ and plugin args."""
 from __future__ import annotations
 
 import math
-
 import re
 from typing import Any
 

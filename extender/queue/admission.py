@@ -258,7 +258,7 @@ class Admitter:
     def change_count(self) -> int:
         """The cluster's change count, once holds whose time is up have ended: reservations expire
         only when read, and their release is the change that lets the pods behind them in."""
-        self.reservations.node_set()
+        self.reservations.expire_due()
         return self.cluster.change_count()
 
     def run_forever(self, interval: float, leading: Callable[[], bool], resync: float = 60.0) -> None:

@@ -158,7 +158,7 @@ class Nudger:
 
     def run_once(self) -> list[str]:
         """Touch the pods that are due; returns their keys."""
-        self.queue.reservations.node_set()  # records the release of reservations whose time is up
+        self.queue.reservations.expire_due()
         for pod in self.queue.wakeups.take_due():
             self._due[pod.uid] = pod
         if self.on_events:

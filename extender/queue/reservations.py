@@ -330,6 +330,14 @@ class Reservations:
         caller's own."""
         return set(self.node_set())
 
+    def expire_due(self) -> None:
+        """End the reservations whose time is up now - they expire only when read, and their
+        release (``on_release``) is the change that lets the pods behind them in. Lock-free while
+        none can have."""
+        if self._owners and self.clock.monotonic() >= self._expiry_floor:
+            with self._lock:
+                self._expire()
+
     def node_set(self) -> frozenset[str]:
         """``nodes``, not copied: the same frozenset until slots are placed or go (every filter
         call asks)."""
