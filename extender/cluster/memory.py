@@ -10,6 +10,10 @@ PodDisruptionBudgets, and can be added, replaced and deleted directly (``add_pod
 delivered synchronously to the subscribed sinks, so a bind is visible in the cache before
 ``bind`` returns. Stored objects are never mutated: each write stores a copy.
 
+Deleting or evicting a pod removes it at once unless a kubelet is emulated (``graceful``): a
+bound pod then terminates as it does in a cluster - marked deleting, still on its node, gone
+after its grace period.
+
 An object a sink refuses as malformed (a bad quantity, a status that is not an object) is
 skipped - logged and counted in ``skipped`` and, given ``metrics``, in
 ``kube_extender_skipped_objects_total{kind}`` as the Kubernetes source counts it - and the rest
@@ -24,7 +28,7 @@ import threading
 from collections import deque
 from importlib import resources as importlib_resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from extender.cluster.interfaces import ClusterEvents
 from extender.cluster.objects import load_file, load_objects
@@ -34,6 +38,14 @@ from extender.framework.views import TERMINAL_PHASES, pod_key
 from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+DEFAULT_GRACE_SECONDS = 30
+"""A pod's ``spec.terminationGracePeriodSeconds`` when it sets none (the API server's default)."""
+
+Kubelet = Callable[[float, Callable[[], None]], str]
+"""``(seconds, finish)``: run ``finish`` that many seconds from now - the kubelet ending a pod's
+graceful termination - and return that moment as the pod's ``deletionTimestamp`` (RFC 3339)."""
 
 
 def _key_of(obj: Mapping[str, Any]) -> str:
@@ -56,6 +68,7 @@ class MemoryCluster:
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._quotas: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
+        self._kubelet: Kubelet | None = None
         self.events: deque[dict[str, Any]] = deque(maxlen=event_log)
         self.skipped = 0
         # The cluster takes ownership of the given objects (no copy: a 5,000-node file is big);
@@ -154,14 +167,62 @@ class MemoryCluster:
             self._publish_pod(stored)
             return stored
 
-    def delete_pod(self, namespace: str, name: str) -> bool:
+    def graceful(self, kubelet: Kubelet | None) -> None:
+        """Emulate graceful termination from now on (None: delete at once again, as by default).
+        Deleting or evicting a pod bound to a node, not terminal, then does what the API server
+        does: the pod stays, still on its node, with ``metadata.deletionTimestamp`` and
+        ``deletionGracePeriodSeconds`` - the grace asked for, else its
+        ``spec.terminationGracePeriodSeconds``, else 30 - and ``kubelet`` removes it that many
+        seconds later. A pod with no node, a terminal one, or a grace of 0 goes at once;
+        deleting a pod already terminating changes nothing (its grace is not shortened)."""
         with self._lock:
-            pod = self._pods.pop(pod_key(namespace, name), None)
+            self._kubelet = kubelet
+
+    def delete_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
+        """Delete the pod (gracefully when a kubelet is emulated: ``graceful``); False when
+        there is no such pod."""
+        with self._lock:
+            pod = self._pods.get(pod_key(namespace, name))
             if pod is None:
                 return False
-            for sink in list(self._sinks):
-                sink.remove_pod(pod)
+            grace = self._grace(pod, grace_period_seconds)
+            if grace is None:
+                self._remove_pod(pod)
+            elif not pod["metadata"].get("deletionTimestamp"):
+                self._begin_termination(pod, grace)
             return True
+
+    def _grace(self, pod: Mapping[str, Any], asked: int | None) -> int | None:
+        """The seconds ``pod`` takes to terminate when deleted now; None: it goes at once."""
+        spec = pod.get("spec") or {}
+        if self._kubelet is None or not spec.get("nodeName") or \
+                (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return None
+        own = spec.get("terminationGracePeriodSeconds")
+        grace = asked if asked is not None else own if isinstance(own, int) else DEFAULT_GRACE_SECONDS
+        return grace if grace > 0 else None
+
+    def _begin_termination(self, pod: Mapping[str, Any], grace: int) -> None:
+        assert self._kubelet is not None
+        namespace, name = str(pod["metadata"].get("namespace") or "default"), str(pod["metadata"].get("name"))
+        uid = pod["metadata"].get("uid")
+
+        def finish() -> None:  # the kubelet is done: the pod goes, unless it went or was replaced
+            with self._lock:
+                current = self._pods.get(pod_key(namespace, name))
+                if current is not None and current["metadata"].get("uid") == uid:
+                    self._remove_pod(current)
+
+        stored = self._stamp(pod)
+        stored["metadata"]["deletionTimestamp"] = self._kubelet(grace, finish)
+        stored["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._pods[pod_key(namespace, name)] = stored
+        self._publish_pod(stored)
+
+    def _remove_pod(self, pod: Mapping[str, Any]) -> None:
+        self._pods.pop(_key_of(pod), None)
+        for sink in list(self._sinks):
+            sink.remove_pod(pod)
 
     def add_pod_group(self, group: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace a PodGroup; returns the stored copy."""
@@ -288,11 +349,13 @@ class MemoryCluster:
             pod = self._pod_for_write(namespace, name)
             if uid and pod["metadata"].get("uid") != uid:
                 raise WriteError(f"pod {namespace}/{name} has a different UID", conflict=True)
+            if pod["metadata"].get("deletionTimestamp"):
+                return  # terminating already: the Eviction API accepts it without a budget check
             for pdb in self._pdbs:
                 if self._violates(pdb, pod):
                     raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.",
                                      conflict=True)
-            self.delete_pod(namespace, name)
+            self.delete_pod(namespace, name, grace_period_seconds)
 
     def _violates(self, pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
         meta = pdb.get("metadata") or {}
@@ -306,7 +369,7 @@ class MemoryCluster:
                    if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
                    and selector_matches(selector, p["metadata"].get("labels") or {})
                    and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-                   and (p.get("spec") or {}).get("nodeName")]
+                   and (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
         if isinstance(spec.get("minAvailable"), int):
             return len(healthy) - 1 < spec["minAvailable"]
         if isinstance(spec.get("maxUnavailable"), int):

@@ -91,6 +91,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"output directory (default ./{DEFAULT_OUT})")
     p.add_argument("--version", dest="k8s_version", choices=["1.29", "1.30"], default="1.30",
                    help="kube-scheduler behaviour to emulate: 1.29, or 1.30 and later (default 1.30)")
+    p.add_argument("--graceful-termination", action="store_true",
+                   help="deleted and preempted pods stay on their node, terminating, for their "
+                        "terminationGracePeriodSeconds (default 30) as a kubelet keeps them, instead of "
+                        "disappearing at once")
     p.add_argument("--real-time", action="store_true",
                    help="run on the wall clock (arrivals, backoffs and deletions really wait) instead of virtual time")
     p.add_argument("--progress-every", type=int, default=500, metavar="N",
@@ -170,7 +174,8 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
         transport = AppTransport(app)
     sched_config = SchedulerConfig.from_dict({"extenders": [entry]}, transports=[transport],
                                              version=args.k8s_version, seed=args.seed)
-    scheduler = Scheduler(sched_config, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=bool(args.extender))
+    scheduler = Scheduler(sched_config, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=bool(args.extender),
+                          graceful_termination=args.graceful_termination)
     workload.install(scheduler, cluster)
     if app is not None:
         _run_background_in_virtual_time(scheduler, *wiring.background(app), every=config.admission.interval)

@@ -182,7 +182,8 @@ class Scheduler(Placement):
 
     def __init__(self, config: SchedulerConfig, cluster: ClusterLike, *, clock: VirtualClock | RealClock | None = None,
                  stats: CallStats | None = None, pdbs: Sequence[Mapping[str, Any]] = (),
-                 mirror_extender_binds: bool = False, detailed_cycles: int = 1000) -> None:
+                 mirror_extender_binds: bool = False, detailed_cycles: int = 1000,
+                 graceful_termination: bool = False) -> None:
         self.cfg = config.validate()
         self.detailed_cycles = detailed_cycles
         """Per-node details (statuses, feasible, scores) are kept for this many recent cycles;
@@ -223,7 +224,20 @@ class Scheduler(Placement):
         self._has_scoring = config.in_tree_scoring or any(e.spec.is_prioritizer for e in self.extenders)
         self._search = NodeSearch(self.ignored)
         self._encoded = None
+        if graceful_termination:
+            self._emulate_kubelet(cluster)
         cluster.start(self)
+
+    def _emulate_kubelet(self, cluster: ClusterLike) -> None:
+        """Deleted pods terminate gracefully on the scheduler's clock (``MemoryCluster.graceful``)."""
+        graceful = getattr(cluster, "graceful", None)
+        if graceful is None:
+            raise ValueError("graceful termination needs a cluster that emulates it (MemoryCluster)")
+
+        def kubelet(seconds: float, finish: Callable[[], None]) -> str:
+            self.after(seconds, "pod terminated", finish)
+            return iso(self.clock.now() + seconds)
+        graceful(kubelet)
 
     # ---- the cluster watch (ClusterEvents sink; called on any thread) --------------------------------
 

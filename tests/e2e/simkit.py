@@ -117,9 +117,10 @@ def scheduler_for(cluster: Any, extenders: Iterable[tuple[Mapping[str, Any], Any
     pdbs = config.pop("pdbs", ())
     mirror = config.pop("mirror_extender_binds", False)
     clock = config.pop("clock", None)
+    graceful = config.pop("graceful_termination", False)
     cfg = SchedulerConfig.from_dict({"extenders": [dict(e) for e, _ in pairs]}, transports=[t for _, t in pairs],
                                     **config)
-    return Scheduler(cfg, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=mirror)
+    return Scheduler(cfg, cluster, clock=clock, pdbs=pdbs, mirror_extender_binds=mirror, graceful_termination=graceful)
 
 
 def virtual_world(nodes: Sequence[dict[str, Any]] = (), pods: Sequence[dict[str, Any]] = (), *,

@@ -148,3 +148,29 @@ def test_preemption_clears_lower_priority_nominations_to_the_chosen_node() -> No
     assert ours.cluster.get_pod("default", "boss")["spec"]["nodeName"] == "n1"
     waiting_now = ours.cluster.get_pod("default", "waiting")
     assert "nominatedNodeName" not in waiting_now["status"] and "nodeName" not in waiting_now["spec"]
+
+
+def test_victims_terminate_gracefully_when_the_kubelet_is_emulated() -> None:
+    """With graceful termination on, low-a (3 s grace) stays on n1, deleting, after the
+    preemption: urgent's retry finds it still there and is not eligible to preempt again (a
+    terminating victim on its nominated node); it binds once low-a is gone, at t=3."""
+    nodes, pods = preemption_cluster()
+    pods[0]["spec"]["terminationGracePeriodSeconds"] = 3
+    ours = OurServer(nodes, pods)
+    scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], graceful_termination=True)
+    ours.cluster.add_pod(make_pod("urgent").uid("uid-urgent").req(cpu="2", gpu=2).priority(500).obj())
+    scheduler.run()
+    timeline = [(round(c.time - scheduler.clock.start, 3), c.outcome) for c in scheduler.cycles]
+    assert timeline == [(0, "unschedulable"), (1, "unschedulable"), (3, "scheduled")]
+    assert scheduler.cycles[0].preemption["victims"] == ["default/low-a"]
+    assert scheduler.cycles[1].message.endswith("preemption: not eligible due to a terminating pod on the nominated node..")
+    assert ours.cluster.get_pod("default", "urgent")["spec"]["nodeName"] == "n1"
+    assert ours.cluster.get_pod("default", "low-a") is None and ours.cluster.get_pod("default", "low-b") is not None
+
+
+def test_graceful_termination_needs_a_cluster_that_emulates_it() -> None:
+    class NoKubelet:
+        def start(self, sink: object) -> None: ...
+
+    with pytest.raises(ValueError, match="graceful termination"):
+        scheduler_for(NoKubelet(), [], graceful_termination=True)

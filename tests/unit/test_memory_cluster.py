@@ -152,3 +152,99 @@ def test_malformed_pods_are_skipped_and_counted() -> None:
 def test_demo_cluster_ships_in_the_package() -> None:
     demo = MemoryCluster.demo()
     assert {n["metadata"]["name"] for n in demo.nodes()} >= {"gpu-node-1", "gpu-node-2"}
+
+
+# ---- graceful termination (a kubelet emulated) ------------------------------------------------------------------
+
+
+class _Kubelet:
+    """Records what the cluster asks it to finish; ``finish_all`` ends those terminations."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[float, Any]] = []
+
+    def __call__(self, seconds: float, finish: Any) -> str:
+        self.asked.append((seconds, finish))
+        return f"T+{seconds:g}"
+
+    def finish_all(self) -> None:
+        for _, finish in self.asked:
+            finish()
+
+
+def _graceful(*pods: dict[str, Any], pdbs: list[dict[str, Any]] | None = None) -> tuple[MemoryCluster, _Kubelet]:
+    objs = cluster_objects([make_node("n1").obj()], list(pods))
+    objs["PodDisruptionBudget"] = pdbs or []
+    cluster = MemoryCluster(objs)
+    kubelet = _Kubelet()
+    cluster.graceful(kubelet)
+    return cluster, kubelet
+
+
+def _bound(name: str = "p", **spec: Any) -> dict[str, Any]:
+    pod = make_pod(name).uid(f"u-{name}").node("n1").obj()
+    pod["spec"].update(spec)
+    return pod
+
+
+GRACEFUL = [
+    # id, the pod, how it is deleted, the grace it terminates for (None: gone at once)
+    ("bound-default-grace", _bound(), lambda c: c.delete_pod("default", "p"), 30),
+    ("bound-own-grace", _bound(terminationGracePeriodSeconds=5), lambda c: c.delete_pod("default", "p"), 5),
+    ("evicted-own-grace", _bound(terminationGracePeriodSeconds=5), lambda c: c.evict("default", "p", "u-p"), 5),
+    ("evicted-grace-asked", _bound(terminationGracePeriodSeconds=5), lambda c: c.evict("default", "p", "u-p", 7), 7),
+    ("grace-zero", _bound(terminationGracePeriodSeconds=5), lambda c: c.delete_pod("default", "p", 0), None),
+    ("not-bound", make_pod("p").uid("u-p").obj(), lambda c: c.delete_pod("default", "p"), None),
+    ("terminal", {**_bound(), "status": {"phase": "Succeeded"}}, lambda c: c.delete_pod("default", "p"), None),
+]
+
+
+@pytest.mark.parametrize("pod, delete, grace", [c[1:] for c in GRACEFUL], ids=[c[0] for c in GRACEFUL])
+def test_a_bound_pod_terminates_gracefully_when_a_kubelet_is_emulated(pod: dict[str, Any], delete: Any,
+                                                                      grace: int | None) -> None:
+    cluster, kubelet = _graceful(pod)
+    sink = Sink()
+    cluster.start(sink)
+    delete(cluster)
+    if grace is None:
+        assert cluster.get_pod("default", "p") is None and kubelet.asked == [] and sink.removed == ["p"]
+        return
+    terminating = cluster.get_pod("default", "p")
+    assert terminating is not None and terminating["spec"]["nodeName"] == "n1", "still on its node"
+    assert terminating["metadata"]["deletionTimestamp"] == f"T+{grace}"
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == grace
+    assert sink.pods["p"]["metadata"]["deletionTimestamp"] == f"T+{grace}" and sink.removed == [], \
+        "the watch shows it deleting"
+    assert [s for s, _ in kubelet.asked] == [grace]
+    assert cluster.delete_pod("default", "p") and len(kubelet.asked) == 1, "deleting it again changes nothing"
+    kubelet.finish_all()
+    assert cluster.get_pod("default", "p") is None and sink.removed == ["p"]
+
+
+def test_without_a_kubelet_a_bound_pod_goes_at_once() -> None:
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()], [_bound()]))
+    assert cluster.delete_pod("default", "p") and cluster.get_pod("default", "p") is None
+
+
+def test_the_kubelet_finishing_late_leaves_a_new_pod_of_the_same_name() -> None:
+    cluster, kubelet = _graceful(_bound())
+    cluster.delete_pod("default", "p")
+    cluster.add_pod(make_pod("p").uid("u-p2").obj())  # replaced by a pod of another UID meanwhile
+    kubelet.finish_all()
+    replacement = cluster.get_pod("default", "p")
+    assert replacement is not None and replacement["metadata"]["uid"] == "u-p2"
+
+
+def test_a_terminating_pod_is_evicted_without_a_budget_check_and_counts_unhealthy() -> None:
+    """The Eviction API accepts a pod that is deleting already; the disruption controller does not
+    count such a pod healthy."""
+    pods = [_bound("a"), _bound("b")]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "x"}
+    cluster, kubelet = _graceful(*pods, pdbs=[{"metadata": {"name": "x", "namespace": "default"},
+                                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}])
+    cluster.evict("default", "a", "u-a")
+    cluster.evict("default", "a", "u-a")  # again: accepted, nothing more happens
+    assert len(kubelet.asked) == 1
+    with pytest.raises(WriteError, match="disruption budget"):
+        cluster.evict("default", "b", "u-b")  # a is not healthy any more: b is the last one
