@@ -4,6 +4,7 @@
 * On a node: remove every lower-priority pod; if the preemptor still does not fit, the node is no
   candidate. Otherwise put them back, most important first, keeping each one that still lets the
   preemptor fit: the rest are the victims (the smallest set of the least important pods).
+  Pods leaving already (deleting, or evicted) are never put back: they cost no new eviction.
 * Pods whose eviction would violate a PodDisruptionBudget are put back first (victims only when
   nothing else makes room), and candidate nodes with fewer violations are preferred.
 * Among candidate nodes: the one whose most important victim has the lowest priority; then the
@@ -46,14 +47,16 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
                generation: Callable[[], int], protected: AbstractSet[str] = frozenset(),
                going: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
     """The victims needed on ``node`` for ``preemptor`` to fit, or None when no eviction of
-    lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo;
+    lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo
+    (counting what is held for nominated pods, as kube-scheduler's dry run does);
     ``generation`` numbers the simulated NodeInfos (never cached). Pods in ``protected`` (their
     eviction would violate a PodDisruptionBudget) are put back first, so they are victims only
-    when nothing else makes room. Pods deleting, or in ``going`` (evicted, not shown deleting
-    yet), are no victims: what they free is an earlier preemptor's."""
-    lower = sorted((p for p in node.pods.values()
-                    if p.priority < preemptor.priority and not p.deleting and p.uid not in going),
-                   key=lambda p: (p.uid not in protected, importance(p)))
+    when nothing else makes room. Lower-priority pods leaving already - deleting, or in
+    ``going`` (evicted, not shown deleting yet) - are never put back: they are victims whenever
+    the node is a candidate (``leaving`` tells them apart; evicting them again is not needed).
+    What they free is no earlier preemptor's to keep from a pod that outranks it: the earlier
+    preemptor's nomination is counted by ``fits`` against pods of its priority or lower."""
+    lower = [p for p in node.pods.values() if p.priority < preemptor.priority]
     if not lower:
         return None
     sim = node
@@ -61,14 +64,19 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
         sim = sim.without_pod(p.uid, generation())
     if not fits(sim):
         return None
-    victims: list[PodInfo] = []
-    for p in lower:
+    victims = [p for p in lower if leaving(p, going)]
+    for p in sorted((p for p in lower if not leaving(p, going)), key=lambda p: (p.uid not in protected, importance(p))):
         trial = sim.with_pod(p, generation())
         if fits(trial):
             sim = trial
         else:
             victims.append(p)
     return tuple(victims) if victims else None
+
+
+def leaving(p: PodInfo, going: AbstractSet[str]) -> bool:
+    """``p`` is going away already: deleting, or evicted (its UID in ``going``)."""
+    return p.deleting or p.uid in going
 
 
 def pick(candidates: Sequence[Candidate]) -> Candidate | None:

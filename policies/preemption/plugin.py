@@ -12,14 +12,18 @@ the freed capacity for the nominated pod against lower-priority pods.
 
 No preemption for ``preemptionPolicy: Never``, and none while victims of an earlier preemption
 for this pod are still terminating on its nominated node. Pods evicted already (deleting, or
-evicted and not shown deleting yet: ``Handle.evictions``) are never victims again.
+evicted and not shown deleting yet: ``Handle.evictions``) are never evicted again: where a
+candidate's victims are all leaving, the pod is only nominated there (it waits for them, as
+kube-scheduler's own preemption does with terminating victims); what they free stays held for an
+earlier preemptor against pods of its priority or lower (its nomination), not against a pod that
+outranks it.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 
 from extender.framework.cycle_state import CycleState
 from extender.framework import eviction
@@ -58,20 +62,25 @@ class ManagedPreemption:
             victims = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
                                        lambda: next(self._generations), protected, going)
             if victims:
-                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(victims))))
+                fresh = [v for v in victims if not logic.leaving(v, going)]
+                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(fresh))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
-            if self._preempt(pod, candidate):
+            if self._preempt(pod, candidate, going):
                 return candidate.node, Status()
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
-    def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
-        if not eviction.evict(self.handle, pod, candidate.node, candidate.victims):
+    def _preempt(self, pod: PodInfo, candidate: logic.Candidate, going: AbstractSet[str]) -> bool:
+        fresh = [v for v in candidate.victims if not logic.leaving(v, going)]
+        if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh):
             return False  # nothing lost: try the next node
+        waits = [v.key for v in candidate.victims if logic.leaving(v, going)]
+        said = [f"Evicted {len(fresh)} lower-priority pod(s) ({', '.join(v.key for v in fresh)})"] if fresh else []
+        if waits:
+            said.append(f"{'w' if fresh else 'W'}aits for {len(waits)} leaving already ({', '.join(waits)})")
         eviction.nominate(self.handle.writer, pod, candidate.node,
-                          f"Evicted {len(candidate.victims)} lower-priority pod(s) "
-                          f"({', '.join(v.key for v in candidate.victims)}) on node {candidate.node}; nominated there")
+                          f"{'; '.join(said)} on node {candidate.node}; nominated there")
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
-                                     "victims": [v.key for v in candidate.victims]})
+                                     "victims": [v.key for v in fresh], "leaving": waits})
         return True
 
 

@@ -110,7 +110,8 @@ def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watc
     """The watch lags the Eviction API's answer. Meanwhile the snapshot shows the victim running:
     a second preemptor took it for a victim again (both counting what it frees) and the first,
     asked again, evicted it again instead of waiting. Both must decide as once the watch shows
-    it deleting."""
+    it deleting: hi2 (hi's priority) cannot have what low-a1 frees - hi's nomination holds it -
+    so it also needs low-a2 (priority 20, below b's 50) evicted, not low-a1 again."""
     engine, cluster = setup(FULL, HOLDERS)
     evicted: list[str] = []
 
@@ -124,9 +125,34 @@ def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watc
     cluster.evict = evict  # type: ignore[method-assign]
     assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
     second = filter_on(engine, cluster, pending("hi2", 2, 100), ["a", "b"])
-    assert (second.nominated, evicted) == ("b", ["low-a1", "mid-b"]), "a's freed capacity is hi's"
+    assert (second.nominated, evicted) == ("a", ["low-a1", "low-a2"]), "a's freed capacity is hi's"
     again = engine.filter(cluster.get_pod("default", "hi"), ["a"])
-    assert again.nominated is None and evicted == ["low-a1", "mid-b"], "hi waits for its victim"
+    assert again.nominated is None and evicted == ["low-a1", "low-a2"], "hi waits for its victim"
+
+
+@pytest.mark.parametrize("watch", ["shows the victim deleting", "has not shown the eviction yet"])
+def test_a_preemptor_that_outranks_the_nominee_waits_for_its_victims_instead_of_evicting_more(watch: str) -> None:
+    """hi (100) evicted low-a1 on a. boss (1000) asks before low-a1 is gone: what low-a1 frees
+    is held for hi against pods of priority 100 or lower only, so for boss a needs no other
+    victim - as kube-scheduler's dry run counts a terminating lower-priority pod a victim. boss
+    is nominated to a, waiting for low-a1; low-a2 (20) and mid-b (50) stay."""
+    engine, cluster = setup(FULL, HOLDERS)
+    evicted: list[str] = []
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        evicted.append(name)
+        if watch.startswith("shows"):
+            going = cluster.get_pod(namespace, name)
+            going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+            cluster.add_pod(going)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
+    boss = filter_on(engine, cluster, pending("boss", 2, 1000), ["a", "b"])
+    assert (boss.nominated, evicted) == ("a", ["low-a1"])
+    assert cluster.get_pod("default", "boss")["status"]["nominatedNodeName"] == "a"
+    (said,) = [e["message"] for e in cluster.events if e["reason"] == "Preempting" and e["object"] == "default/boss"]
+    assert said == "Waits for 1 leaving already (default/low-a1) on node a; nominated there"
 
 
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
