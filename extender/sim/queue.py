@@ -18,6 +18,11 @@ QueueSort points), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
 * A failed pod goes to backoffQ instead of the pool when it has no rejector (errors, 1.29
   extender-only rejections) or when a move request arrived during its own scheduling cycle
   (``moveRequestCycle >= podSchedulingCycle``).
+* **An update of a pod in its own scheduling cycle** (in no queue: ``Update`` finds it nowhere)
+  puts a fresh entry for it straight into activeQ - no backoff, attempts counted from zero -
+  whatever changed. When that cycle then fails, ``AddUnschedulableIfNotPresent`` finds the pod
+  already queued and leaves it there; when it succeeds, the fresh entry is skipped when popped
+  while the pod is assumed (``skipPodSchedule``).
 * **gated**: pods with ``spec.schedulingGates`` wait outside the queues (PreEnqueue
   SchedulingGates) until an update empties the list.
 
@@ -99,6 +104,8 @@ def node_update_events(old: NodeState, new: NodeState) -> list[str]:
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, IN_FLIGHT, BINDING = (
     "active", "backoff", "unschedulable", "gated", "scheduling", "binding")
+SUPERSEDED = "superseded"
+"""An entry whose pod got a fresh entry while it was in flight, once its cycle is over."""
 
 
 @dataclass
@@ -118,6 +125,8 @@ class QueuedPod:
     last_was_error: bool = False
     last_message: str = ""
     arrival: float = 0.0
+    previous: QueuedPod | None = None
+    """The entry that was in flight when an update made this one (until that cycle is over)."""
 
     @property
     def key(self) -> str:
@@ -199,11 +208,28 @@ class SchedulingQueue:
         return qp
 
     def update(self, record: PodRecord, now: float, spec_changed: bool) -> QueuedPod | None:
-        """A pending pod changed. Ungating enqueues it; a spec/metadata change moves it out of the
-        unschedulable pool (``isPodUpdated``); active/backoff entries keep their place."""
+        """A pending pod changed (``Update``, QueueingHints off); returns its entry now.
+
+        * In flight (its scheduling cycle runs, so it is in no queue): a fresh entry - no
+          rejectors, attempts from zero, timestamp now - goes straight to activeQ (through
+          PreEnqueue: gated, it waits), whatever changed; the one in flight becomes its
+          ``previous``. See :meth:`add_unschedulable`, :meth:`requeue_after_error`, :meth:`skip`.
+        * Gated, and no gate left: enqueued.
+        * In the unschedulable pool: a spec/metadata change (``isPodUpdated``: ``spec_changed``)
+          moves it to backoffQ while backing off, else activeQ.
+        * Active, backing off or binding (assumed: kube-scheduler ignores it): the entry keeps
+          its place."""
         qp = self.pods.get(record.uid)
         if qp is None:
             return None
+        if qp.state == IN_FLIGHT:
+            fresh = QueuedPod(record.uid, record, now, arrival=qp.arrival, previous=qp)
+            self.pods[fresh.uid] = fresh
+            if fresh.gated:
+                fresh.state = GATED
+            else:
+                self._push_active(fresh)
+            return fresh
         qp.record = record
         if qp.state == GATED and not qp.gated:
             qp.timestamp = now
@@ -234,10 +260,25 @@ class SchedulingQueue:
             return qp
         return None
 
+    def _already_queued(self, qp: QueuedPod) -> QueuedPod | None:
+        """The pod's other entry when an update queued it afresh during ``qp``'s cycle (``qp``
+        is then over: superseded), else None."""
+        current = self.pods.get(qp.uid)
+        if current is None or current is qp:
+            return None
+        qp.state = SUPERSEDED
+        if current.previous is qp:
+            current.previous = None
+        return current
+
     def add_unschedulable(self, qp: QueuedPod, now: float, plugins: frozenset[str]) -> str:
-        """``AddUnschedulableIfNotPresent``; returns where the pod went."""
+        """``AddUnschedulableIfNotPresent``; returns where the pod went. A pod an update queued
+        afresh during this cycle is "already present": it stays where it is (returned)."""
         if qp.uid not in self.pods:
             return "deleted"
+        current = self._already_queued(qp)
+        if current is not None:
+            return current.state
         qp.timestamp = now
         qp.unschedulable_plugins = plugins
         if self.move_request_cycle >= qp.cycle or not plugins:
@@ -248,8 +289,9 @@ class SchedulingQueue:
         return qp.state
 
     def requeue_after_error(self, qp: QueuedPod, now: float) -> None:
-        """Errors and binding failures: no rejector, straight to backoffQ."""
-        if qp.uid not in self.pods:
+        """Errors and binding failures: no rejector, straight to backoffQ - unless an update
+        queued the pod afresh meanwhile (it stays there, as for :meth:`add_unschedulable`)."""
+        if qp.uid not in self.pods or self._already_queued(qp) is not None:
             return
         qp.timestamp = now
         qp.unschedulable_plugins = frozenset()
@@ -257,6 +299,19 @@ class SchedulingQueue:
 
     def binding(self, qp: QueuedPod) -> None:
         qp.state = BINDING
+
+    def skip(self, qp: QueuedPod) -> None:
+        """``skipPodSchedule`` for a popped entry of a pod that is assumed (an update queued it
+        afresh during the cycle that then assumed it): the entry is dropped, the binding one is
+        the pod's entry again - a failing bind requeues it as usual."""
+        if self.pods.get(qp.uid) is qp:
+            if qp.previous is not None and qp.previous.state == BINDING:
+                self.pods[qp.uid] = qp.previous
+            else:
+                del self.pods[qp.uid]
+                self._pool.pop(qp.uid, None)
+        qp.state = SUPERSEDED
+        qp.previous = None
 
     def move_all(self, event: str, now: float, pre_check: PreCheck | None = None) -> int:
         """What kube-scheduler's event handlers do with the queue for ``event`` (1.29-1.31,

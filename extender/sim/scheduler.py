@@ -323,6 +323,9 @@ class Scheduler(Placement):
             if (raw.get("spec") or {}).get("schedulerName", "default-scheduler") not in self.cfg.scheduler_names:
                 return
             if rec.uid in self.queue.pods:
+                version = (raw.get("metadata") or {}).get("resourceVersion")
+                if old is not None and version and version == (old.get("metadata") or {}).get("resourceVersion"):
+                    return  # the same object again: kube-scheduler bypasses such updates (#96071)
                 changed = _spec_or_meta_changed(old, raw)
                 qp = self.queue.update(rec, now, changed)
                 if trace is not None and qp is not None:
@@ -427,6 +430,12 @@ class Scheduler(Placement):
                     self.queue.flush_unschedulable(last_flush)
                 self.queue.flush_backoff(now)
                 qp = self.queue.pop()
+                assumed = qp is not None and self.cache.is_assumed(qp.uid)
+                if qp is not None and assumed:  # skipPodSchedule (see queue.update)
+                    self.queue.skip(qp)
+            if qp is not None and assumed:
+                self._append_cycle(CycleRecord(qp.record.key, qp.attempts, now, "skipped", message="pod is assumed"))
+                continue
             if qp is not None:
                 binding_wait = None
                 self._schedule_one(qp)
@@ -506,7 +515,7 @@ class Scheduler(Placement):
         now = self.clock.now()
         trace = self.traces.get(pod.uid)
         if trace is not None:
-            trace.attempts = qp.attempts
+            trace.attempts += 1  # every pop (an update during a cycle starts the entry's count afresh)
         if pod.deleting:
             with self._cond:
                 self.queue.delete(pod.uid)

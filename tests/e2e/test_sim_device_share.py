@@ -242,46 +242,59 @@ ARRIVALS = [
 def test_nominated_capacity_is_held_against_lower_priority_pods(newcomer: tuple[str, int],
                                                                 newcomer_placed: tuple[str, int] | None,
                                                                 kept: bool) -> None:
-    """"hi" (priority 100) preempts c-victim on gpu-1 at t=0 and backs off until t=1; at t=0.5,
-    between the preemption and the nominee's retry, a newcomer asks for the same 8 GiB. After
-    the preemption the only lower-priority pod left on gpu-1 is a-lowest (priority 1, 4 GiB,
-    device 0): evicting it never helps, so no newcomer below priority 300 can make room."""
+    """"hi" (priority 100) preempts c-victim on gpu-1 at t=0; c-victim terminates for 2 s
+    (graceful termination emulated). hi's nomination reaches kube-scheduler during its own cycle,
+    so hi is tried again at once and waits in the pool (a terminating victim on its nominated
+    node: not eligible to preempt). At t=0.5, while c-victim still terminates, a newcomer asks
+    for the same 8 GiB. After the preemption the only lower-priority pod left on gpu-1 is
+    a-lowest (priority 1, 4 GiB, device 0): evicting it never helps, so no newcomer below
+    priority 300 can make room. A newcomer above hi takes what c-victim frees - waiting for it,
+    not evicting d-guard (300) as well -, and hi's nomination is cleared."""
     nodes, pods = layout()
-    ours, scheduler = world(nodes, pods, max_virtual_seconds=120)
+    for pod in pods:
+        if pod["metadata"]["name"] == "c-victim":
+            pod["spec"]["terminationGracePeriodSeconds"] = 2
+    ours, scheduler = world(nodes, pods, max_virtual_seconds=120, graceful_termination=True)
     ours.cluster.add_pod(share_pod("hi", 8 * GiB, 100))
     who, priority = newcomer
     seen_at_arrival: dict[str, Any] = {}
 
     def arrive() -> None:
         seen_at_arrival["hi"] = pod_of(ours, "hi")
+        seen_at_arrival["c-victim"] = pod_of(ours, "c-victim")
         ours.cluster.add_pod(share_pod(who, 8 * GiB, priority))
 
     scheduler.after(0.5, f"{who} arrives", arrive)
     scheduler.run()
 
-    # at the newcomer's arrival, hi was nominated to gpu-1 and not bound yet: the race is real
+    # at the newcomer's arrival, hi was nominated to gpu-1 and not bound, its victim terminating
     hi_then = seen_at_arrival["hi"]
     assert hi_then["status"].get("nominatedNodeName") == "gpu-1" and "nodeName" not in hi_then["spec"]
-    first_of_newcomer = next(c for c in scheduler.cycles if c.pod == f"default/{who}")
-    hi_cycles = [c for c in scheduler.cycles if c.pod == "default/hi"]
-    assert hi_cycles[0].outcome == "unschedulable"
-    assert scheduler.cycles.index(first_of_newcomer) < scheduler.cycles.index(hi_cycles[1])
+    assert seen_at_arrival["c-victim"]["metadata"]["deletionGracePeriodSeconds"] == 2
+    timeline = [(round(c.time - scheduler.clock.start, 3), c.pod.split("/")[1], c.outcome) for c in scheduler.cycles]
+    first, second = (who, "hi") if newcomer_placed else ("hi", who)
+    assert timeline == [(0, "hi", "unschedulable"), (0, "hi", "unschedulable"),  # the nomination's update: again at once
+                        *[(0.5, who, "unschedulable")] * (2 if newcomer_placed else 1),
+                        (2, first, "scheduled"), (2, second, "unschedulable")]
+    assert "terminating pod on the nominated node" in scheduler.cycles[1].message
     assert events(ours, "Preempted") == ["default/c-victim"], "one preemption, nothing evicted for the newcomer"
+    first_of_newcomer = next(c for c in scheduler.cycles if c.pod == f"default/{who}")
 
     hi = pod_of(ours, "hi")
     late = pod_of(ours, who)
     if newcomer_placed is None:
-        # the newcomer was refused the held capacity, and hi took it on its retry
-        assert first_of_newcomer.outcome == "unschedulable"
+        # the newcomer was refused the held capacity, and hi took it once c-victim was gone
         assert "Insufficient example.com/gpu-memory on any single device" in first_of_newcomer.statuses["gpu-1"]
         assert "nodeName" not in late["spec"]
         assert hi["spec"]["nodeName"] == "gpu-1" and assignment(hi)["containers"]["main"]["devices"] == [1]
-        assert events(ours, "NominationCleared") == []
+        assert events(ours, "NominationCleared") == [] and events(ours, "Preempting") == ["default/hi"]
     else:
         node, device = newcomer_placed
-        assert first_of_newcomer.outcome == "scheduled" and first_of_newcomer.node == node
         assert late["spec"]["nodeName"] == node and assignment(late)["containers"]["main"]["devices"] == [device]
-        # hi lost its place: nomination cleared with an Event, and nothing else can be freed for it
+        # boss waited for c-victim instead of evicting more; hi lost its place: nomination cleared
+        # with an Event, and nothing else can be freed for it
+        assert events(ours, "Preempting") == ["default/hi", f"default/{who}"]
+        assert "d-guard" in names(ours)
         assert events(ours, "NominationCleared") == ["default/hi"]
         assert "nodeName" not in hi["spec"] and "nominatedNodeName" not in hi["status"]
         assert scheduled_condition(hi)["reason"] == "Unschedulable"

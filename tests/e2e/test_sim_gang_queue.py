@@ -371,23 +371,28 @@ NOMINATION = [
 def test_a_nominated_pod_keeps_its_gpus_against_lower_priority_pods(newcomer: tuple[str, int],
                                                                     newcomer_node: str | None, kept: bool) -> None:
     """NodeResources with ManagedPreemption (whole GPUs; test_sim_device_share covers DeviceShare).
-    gpu-1: "victim" (priority 1, 2 GPUs) and "keeper" (1000, 2); gpu-2: "vip" (1000, 4). "hi"
-    (100, 2 GPUs) fits nowhere at t=0: the extender evicts victim and nominates hi to gpu-1; hi
-    backs off until t=1. At t=0.5 a newcomer asks for the same 2 GPUs: below or at hi's priority
-    it is refused the held capacity (and has nothing to preempt); above, it takes them and hi's
+    gpu-1: "victim" (priority 1, 2 GPUs, 2 s to terminate) and "keeper" (1000, 2); gpu-2: "vip"
+    (1000, 4). "hi" (100, 2 GPUs) fits nowhere at t=0: the extender evicts victim and nominates
+    hi to gpu-1; the nomination reaches kube-scheduler during hi's cycle, so hi is tried again at
+    once and waits for victim. At t=0.5 a newcomer asks for the same 2 GPUs: below or at hi's
+    priority it is refused the held capacity (and has nothing to preempt); above, it is
+    nominated there with no eviction of its own, takes the GPUs once victim is gone, and hi's
     nomination is cleared."""
     nodes = [make_node("gpu-1").alloc(gpu=4).obj(), make_node("gpu-2").alloc(gpu=4).obj()]
-    pods = [make_pod("victim").uid("u-victim").req(gpu=2).priority(1).node("gpu-1").obj(),
-            make_pod("keeper").uid("u-keeper").req(gpu=2).priority(1000).node("gpu-1").obj(),
+    victim = make_pod("victim").uid("u-victim").req(gpu=2).priority(1).node("gpu-1").obj()
+    victim["spec"]["terminationGracePeriodSeconds"] = 2
+    pods = [victim, make_pod("keeper").uid("u-keeper").req(gpu=2).priority(1000).node("gpu-1").obj(),
             make_pod("vip").uid("u-vip").req(gpu=4).priority(1000).node("gpu-2").obj()]
     ours, scheduler = virtual_world(nodes, pods, profiles=[{
-        "schedulerName": "default-scheduler", "plugins": {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}}])
+        "schedulerName": "default-scheduler", "plugins": {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}}],
+        scheduler={"graceful_termination": True})
     ours.cluster.add_pod(make_pod("hi").uid("u-hi").req(gpu=2).priority(100).obj())
     who, priority = newcomer
     seen: dict[str, Any] = {}
 
     def arrive() -> None:
         seen["hi"] = pod_of(ours, "hi")
+        seen["victim"] = pod_of(ours, "victim")
         seen["nominated"] = ours.state.engine.queue_state()["nominated"]
         ours.cluster.add_pod(make_pod(who).uid(f"u-{who}").req(gpu=2).priority(priority).obj())
 
@@ -396,21 +401,24 @@ def test_a_nominated_pod_keeps_its_gpus_against_lower_priority_pods(newcomer: tu
 
     # at the newcomer's arrival hi was nominated to gpu-1, not bound, and its GPUs were held
     assert seen["hi"]["status"].get("nominatedNodeName") == "gpu-1" and "nodeName" not in seen["hi"]["spec"]
+    assert seen["victim"]["metadata"].get("deletionTimestamp"), "the race is real: victim still terminates"
     assert [(n["pod"], n["node"]) for n in seen["nominated"]] == [("default/hi", "gpu-1")]
+    first, second = (who, "hi") if newcomer_node else ("hi", who)
+    assert [(at(scheduler, c.time), c.pod.split("/")[1], c.outcome) for c in scheduler.cycles] == [
+        (0, "hi", "unschedulable"), (0, "hi", "unschedulable"),  # tried again at once: its nomination's update
+        *[(0.5, who, "unschedulable")] * (2 if newcomer_node else 1),  # boss too, once nominated
+        (2, first, "scheduled"), (2, second, "unschedulable")]
     hi_cycles, late_cycles = cycles_of(scheduler, "hi"), cycles_of(scheduler, who)
-    assert hi_cycles[0].outcome == "unschedulable" and at(scheduler, late_cycles[0].time) == 0.5
-    assert scheduler.cycles.index(late_cycles[0]) < scheduler.cycles.index(hi_cycles[1]), "the race is real"
-    assert events(ours, "Preempted") == ["default/victim"] and events(ours, "Preempting") == ["default/hi"]
+    assert events(ours, "Preempted") == ["default/victim"]
     hi, late = pod_of(ours, "hi"), pod_of(ours, who)
     if newcomer_node is None:
-        assert late_cycles[0].outcome == "unschedulable"
         assert late_cycles[0].statuses["gpu-1"] == "Insufficient example.com/gpu"
         assert "nodeName" not in late["spec"] and "nominatedNodeName" not in late["status"]
-        assert hi["spec"]["nodeName"] == "gpu-1" and at(scheduler, hi_cycles[1].time) == 1.0
-        assert hi_cycles[1].evaluated == 1, "the retry tried its nominated node alone"
-        assert events(ours, "NominationCleared") == []
+        assert hi["spec"]["nodeName"] == "gpu-1" and hi_cycles[2].evaluated == 1, "its nominated node alone"
+        assert events(ours, "NominationCleared") == [] and events(ours, "Preempting") == ["default/hi"]
     else:
-        assert late_cycles[0].outcome == "scheduled" and late["spec"]["nodeName"] == newcomer_node
+        assert late["spec"]["nodeName"] == newcomer_node
+        assert events(ours, "Preempting") == ["default/hi", f"default/{who}"], "nominated, nothing evicted"
         assert events(ours, "NominationCleared") == ["default/hi"]
         assert "nodeName" not in hi["spec"] and "nominatedNodeName" not in hi["status"]
     assert kept == (hi["spec"].get("nodeName") == "gpu-1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import pytest
@@ -297,3 +298,91 @@ def test_node_events_move_an_extender_rejected_pod_only_when_upstream_does(
     change(cluster)
     assert (waiting.state != "unschedulable") is moved
     assert (scheduler.queue.move_request_cycle != requests) is move_request
+
+
+# ---- a pod updated during its own scheduling cycle (scheduling_queue.go Update, QueueingHints off) ---------
+
+
+def _annotate(cluster: MemoryCluster) -> None:
+    cluster.patch_pod_metadata("default", "p", annotations={"touched": "1"})
+
+
+def _write_status(cluster: MemoryCluster) -> None:
+    cluster.update_pod_status("default", "p", "p", {"conditions": [{"type": "Example", "status": "True"}]})
+
+
+IN_FLIGHT_UPDATES = [
+    # id, version, what happens to the pod during the first filter call, the first reply,
+    # (time, outcome) of each cycle, where the first attempt left the pod, the last backoff expiry
+    ("annotated-rejected-1.30", "1.30", _annotate, "reject",
+     [(0, "unschedulable"), (0, "unschedulable")], "active", None),
+    ("annotated-rejected-1.29", "1.29", _annotate, "reject",
+     [(0, "unschedulable"), (0, "unschedulable")], "active", 1.0),
+    ("status-written-rejected-1.30", "1.30", _write_status, "reject",
+     [(0, "unschedulable"), (0, "unschedulable")], "active", None),
+    ("annotated-filter-error-1.30", "1.30", _annotate, "error",
+     [(0, "error"), (0, "unschedulable")], "", None),  # an Error's cycle record names no queue
+    ("nothing-happens-rejected-1.30", "1.30", None, "reject", [(0, "unschedulable")], "unschedulable", None),
+    ("nothing-happens-rejected-1.29", "1.29", None, "reject", [(0, "unschedulable")], "backoff", 1.0),
+]
+
+
+@pytest.mark.parametrize("version, during, reply, cycles, first_queue, backoff_until",
+                         [c[1:] for c in IN_FLIGHT_UPDATES], ids=[c[0] for c in IN_FLIGHT_UPDATES])
+def test_a_pod_updated_during_its_own_cycle_goes_straight_back_to_the_active_queue(
+        version: str, during: Callable[[MemoryCluster], None] | None, reply: str, cycles: list[tuple[int, str]],
+        first_queue: str, backoff_until: float | None) -> None:
+    """kube-scheduler 1.29-1.31, QueueingHints off: ``Update`` finds a pod in its scheduling
+    cycle in no queue and puts a fresh entry for it into activeQ - any change counts (a status
+    write too), attempts start again from zero. ``AddUnschedulableIfNotPresent`` then finds it
+    already queued and leaves it there: the pod is tried again at once, not parked in the pool
+    (1.30: ``Extender``) nor backed off (1.29 extender-only rejection, or an error); its next
+    backoff is the initial one. The extender rejects every node from its second call on."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    calls: list[str] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        calls.append(verb)
+        first = len(calls) == 1
+        if first and during is not None:
+            during(cluster)
+        if first and reply == "error":
+            return {"NodeNames": None, "Nodes": None, "FailedNodes": {}, "Error": "try again"}
+        return {"NodeNames": [], "Nodes": None, "FailedNodes": {"n1": "extender failed"}, "Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(handler))], version=version)
+    cluster.add_pod(make_pod("p").uid("p").obj())
+    scheduler.run()
+    assert [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles] == cycles
+    assert scheduler.cycles[0].queue == first_queue
+    qp = scheduler.queue.pods["p"]
+    if backoff_until is None:
+        assert qp.state == "unschedulable"
+    else:
+        assert qp.state == "backoff" and scheduler.queue.backoff_expiry(qp) - scheduler.clock.start == backoff_until
+
+
+def test_a_pod_updated_during_the_cycle_that_assumed_it_is_skipped_not_scheduled_twice() -> None:
+    """The same update during a cycle that then assumes the pod: the fresh entry is popped while
+    the pod is assumed (its bind is still running) and skipped (``skipPodSchedule``); the pod is
+    bound once, by one bind call."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    skipped = threading.Event()
+    binds: list[str] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter":
+            _annotate(cluster)
+            return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
+        binds.append(args["PodName"])
+        skipped.wait(2.0)  # bind once the fresh entry was skipped (2 s: it never is)
+        cluster.bind(args["PodNamespace"], args["PodName"], args["PodUID"], args["Node"])
+        return {"Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(bindVerb="bind"), CallableTransport(handler))])
+    scheduler.on_cycle.append(lambda record: record.outcome == "skipped" and skipped.set())
+    cluster.add_pod(make_pod("p").uid("p").obj())
+    scheduler.run()
+    assert [(c.outcome, c.message) for c in scheduler.cycles] == [("scheduled", ""), ("skipped", "pod is assumed")]
+    assert binds == ["p"] and cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
+    assert not scheduler.pending() and scheduler.bind_failures == 0
