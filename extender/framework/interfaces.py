@@ -70,7 +70,10 @@ class PostFilterPlugin(Plugin, Protocol):
     def post_filter(self, state: CycleState, pod: PodInfo,
                     statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         """Runs only when no node fits. Success with a node name nominates that node (typically
-        after preemption); the first plugin that succeeds ends PostFilter."""
+        after preemption): from that answer on, the engine holds what the pod asks there against
+        pods of lower priority, before the watch shows the pod's ``nominatedNodeName`` - which
+        the plugin writes (``handle.writer.set_nominated_node``). The first plugin that
+        succeeds ends PostFilter."""
 
 
 @runtime_checkable

@@ -4,7 +4,10 @@ A pod that preemption made room for is nominated to that node; until it is bound
 there stays its own against pods of lower priority (``HeldCapacity``), as kube-scheduler holds it
 for its own resources. The Nominator follows the pods through the cache's change fan-out
 (``ClusterView.on_pod_change``): a pending pod that names a node is nominated there; a pod that is
-bound, being deleted, terminal or gone is not nominated any more. A nomination that ends or moves
+bound, being deleted, terminal or gone is not nominated any more. A nomination this process
+makes (``nominate``) counts at once, as kube-scheduler's nominator records its own before the
+API server has it: until the watch shows the pod naming a node, updates that name none (a
+condition written meanwhile) keep it. A nomination that ends or moves
 released capacity on its old node: ``on_release(pod key, node)`` is called then (outside the
 Nominator's lock), so queueing hints and nudges see it like a pod's release.
 """
@@ -24,16 +27,39 @@ class Nominator:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         """node -> pending pods nominated to it, by UID."""
         self._node_of: dict[str, str] = {}
+        self._unseen: set[str] = set()
+        """UIDs nominated by ``nominate`` that no update has shown naming a node yet."""
         self.version = 0
         """Grows whenever a nomination starts, moves, ends or its pod changes (with the
         reservations' version: "is the same capacity held?")."""
 
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        """``pod`` was just nominated to ``node`` by this process (its ``nominatedNodeName``
+        written, or being written): count it there now, not once the watch shows it."""
+        self._changed(pod.uid, pod, node)
+
     def pod_changed(self, uid: str, pod: PodInfo | None) -> None:
         """The cluster says this of pod ``uid`` now (None: deleted)."""
-        keep = ""
-        if pod is not None and not (pod.node_name or pod.deleting or pod.terminal):
-            keep = pod.nominated_node_name or ""
+        self._changed(uid, pod, None)
+
+    def _changed(self, uid: str, pod: PodInfo | None, nominated: str | None) -> None:
         with self._lock:
+            if nominated:
+                known = self._by_node.get(nominated, {}).get(uid)
+                if known is not None and known.nominated_node_name == nominated:
+                    return  # the watch has shown it already: the cluster speaks for it
+            keep = ""
+            if pod is not None and not (pod.node_name or pod.deleting or pod.terminal):
+                if nominated:
+                    keep = nominated
+                    self._unseen.add(uid)
+                elif pod.nominated_node_name:
+                    keep = pod.nominated_node_name
+                    self._unseen.discard(uid)  # the cluster speaks for it from now on
+                elif uid in self._unseen:
+                    keep = self._node_of.get(uid, "")  # the cluster has said nothing of it yet
+            if not keep:
+                self._unseen.discard(uid)
             node = self._node_of.pop(uid, None)
             gone = None
             if node is not None:

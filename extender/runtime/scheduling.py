@@ -147,6 +147,7 @@ class SchedulingCycle(VerbContext):
             statuses = result.rejected
         nominated, st = fw.run_post_filter(state, pod, statuses)
         if st.ok and nominated:
+            self.queue.nominator.nominate(pod, nominated)
             log.info("preempted at admission", extra={"pod": pod.key, "node": nominated})
             return True
         return False
@@ -271,6 +272,8 @@ class SchedulingCycle(VerbContext):
                 if pst.code is Code.ERROR:
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
                 outcome.nominated = nominated if pst.ok else None
+                if outcome.nominated:  # held from now on, as kube-scheduler's nominator holds its own
+                    self.queue.nominator.nominate(pod, outcome.nominated)
         if not feasible and not outcome.error and verdicts:
             self._explain_rejection(pod.raw, pod, verdicts)
             self.queue.unschedulable(pod, verdicts, seq)

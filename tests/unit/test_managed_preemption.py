@@ -155,6 +155,22 @@ def test_a_preemptor_that_outranks_the_nominee_waits_for_its_victims_instead_of_
     assert said == "Waits for 1 leaving already (default/low-a1) on node a; nominated there"
 
 
+def test_a_nomination_counts_before_the_watch_shows_it() -> None:
+    """Neither hi's eviction of low-a1 nor its nomination has reached the watch when "mid" (50)
+    asks. What low-a1 frees is hi's (100) all the same: mid may not count it as its own room
+    (it would be nominated there with nothing evicted, and find the room taken) but evicts
+    low-a2 (20) as well - the nominator holds hi's nomination from the moment it is made."""
+    engine, cluster = setup(FULL, HOLDERS)
+    evicted: list[str] = []
+    written: list[tuple[str, str | None]] = []
+    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
+    cluster.set_nominated_node = lambda namespace, name, node: written.append((name, node))  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
+    assert [p.name for p in engine.queue.nominated("a")] == ["hi"], "held before the watch shows it"
+    mid = filter_on(engine, cluster, pending("mid", 2, 50), ["a", "b"])
+    assert (mid.nominated, evicted, written) == ("a", ["low-a1", "low-a2"], [("hi", "a"), ("mid", "a")])
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:

@@ -81,6 +81,51 @@ def test_a_nomination_without_managed_requests_releases_nothing(cache: ClusterCa
     assert releases(cache, seq) == [] and queue.nominated("n1") == []
 
 
+LOCAL_NOMINATION = [
+    # id, what the watch shows after this process nominated p to n1 (in order), where p is nominated then
+    ("nothing-yet", [], "n1"),
+    ("an-update-naming-no-node", [{}], "n1"),  # a condition written before the nomination arrived
+    ("the-nomination", [{"nominatedNodeName": "n1"}], "n1"),
+    ("the-nomination-then-cleared", [{"nominatedNodeName": "n1"}, {}], None),
+    ("another-node", [{"nominatedNodeName": "n2"}], "n2"),
+    ("bound", ["bound"], None),
+    ("deleted", ["deleted"], None),
+]
+
+
+@pytest.mark.parametrize("shown, where", [c[1:] for c in LOCAL_NOMINATION], ids=[c[0] for c in LOCAL_NOMINATION])
+def test_a_nomination_made_here_counts_before_the_watch_shows_it(cache: ClusterCache, shown: list[Any],
+                                                                 where: str | None) -> None:
+    """As kube-scheduler's nominator records its own nominations before the API server has them:
+    held at once, kept by updates that name no node until one names one, after which the
+    cluster speaks for it."""
+    queue = SchedulingQueue(cache, cache.clock)
+    raw = make_pod("p").uid("u-p").req(gpu=2).obj()
+    pod = cache.upsert_pod(raw)
+    queue.nominator.nominate(pod, "n1")
+    assert [p.name for p in queue.nominated("n1")] == ["p"] and queue.held_nodes() == {"n1"}
+    for status in shown:
+        if status == "bound":
+            cache.upsert_pod(bound(raw, "n1"))
+        elif status == "deleted":
+            cache.remove_pod(raw)
+        else:
+            cache.upsert_pod(dict(raw, status=status))
+    for node in ("n1", "n2"):
+        assert [p.name for p in queue.nominated(node)] == (["p"] if node == where else [])
+
+
+def test_a_nomination_the_watch_showed_first_is_the_clusters(cache: ClusterCache) -> None:
+    """The watch may deliver the nomination before the engine records it (an in-memory cluster
+    does, within the write): a later update clearing it then ends it."""
+    queue = SchedulingQueue(cache, cache.clock)
+    raw = nominated_pod("p", "n1")
+    pod = cache.upsert_pod(raw)
+    queue.nominator.nominate(pod, "n1")
+    cache.upsert_pod(dict(raw, status={}))
+    assert queue.nominated("n1") == [] and queue.held_nodes() == set()
+
+
 def test_held_capacity_counts_nominations_of_equal_or_higher_priority(cache: ClusterCache) -> None:
     queue = SchedulingQueue(cache, cache.clock)
     cache.upsert_pod(nominated_pod("high", "n1", gpu=3, priority=10))
