@@ -55,6 +55,23 @@ class Evictions:
             return dict(self._pods)
 
 
+def leaving(pod: PodInfo, going: AbstractSet[str]) -> bool:
+    """``pod`` is going away already: deleting, or evicted (its UID in ``going``:
+    ``Evictions.going``). A preempting plugin counts such a pod of lower priority as a victim
+    that needs no eviction, as kube-scheduler's dry run counts a terminating one."""
+    return pod.deleting or pod.uid in going
+
+
+def account(evicted: Sequence[PodInfo], waited: Sequence[PodInfo], what: str) -> str:
+    """What a preemption did, for the preemptor's ``Preempting`` Event: "Evicted 2 <what>
+    (ns/a, ns/b)", then "waits for 1 leaving already (ns/c)" when some victims were going."""
+    said = [f"Evicted {len(evicted)} {what} ({', '.join(v.key for v in evicted)})"] if evicted else []
+    if waited:
+        said.append(f"{'w' if evicted else 'W'}aits for {len(waited)} leaving already "
+                    f"({', '.join(v.key for v in waited)})")
+    return "; ".join(said)
+
+
 def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo], bool],
               going: AbstractSet[str] = frozenset()) -> Status | None:
     """Why ``pod`` may not preempt now (None: it may): its ``preemptionPolicy`` is Never, or pods
@@ -64,7 +81,7 @@ def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo],
     if pod.preemption_policy == "Never":
         return Status.unschedulable("preemptionPolicy is Never")
     nominated = snapshot.get(pod.nominated_node_name) if pod.nominated_node_name else None
-    if nominated is not None and any((p.deleting or p.uid in going) and earlier(p) for p in nominated.pods.values()):
+    if nominated is not None and any(leaving(p, going) and earlier(p) for p in nominated.pods.values()):
         return Status.unschedulable("waiting for earlier victims to terminate")
     return None
 

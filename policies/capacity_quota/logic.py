@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.eviction import leaving
 from extender.framework.resources import format_milli
 from extender.framework.views import PodInfo
 
@@ -123,8 +124,11 @@ def importance(p: PodInfo) -> tuple[int, str, str]:
 def may_evict(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], reclaiming: bool) -> bool:
     """Is ``victim`` one ``preemptor`` may evict at all (the namespace's ``min`` is checked apart)?
     ``reclaiming``: the preemptor stays within its namespace's ``min``."""
-    if victim.deleting:
-        return False
+    return not victim.deleting and eligible(victim, preemptor, quotas, reclaiming)
+
+
+def eligible(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], reclaiming: bool) -> bool:
+    """``may_evict``'s rules, whether or not ``victim`` is leaving already."""
     if victim.namespace == preemptor.namespace or victim.namespace not in quotas:
         return victim.priority < preemptor.priority
     if reclaiming:
@@ -162,7 +166,8 @@ def allowed_victims(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping
 
 def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
                used: Mapping[str, Amounts], reclaiming: bool, fits: Callable[[Sequence[PodInfo]], bool],
-               protected: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
+               protected: AbstractSet[str] = frozenset(),
+               going: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
     """The pods of one node to evict so ``preemptor`` fits, or None when no allowed eviction
     makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
     started) - those whose eviction a PodDisruptionBudget refuses (``protected``) last -, each
@@ -171,13 +176,16 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     first, then the most important. A pod the namespace's ``min`` refused on the way may be
     the one that makes room alone: the search is made again with each such pod first, and the
     best set kept (fewest protected, then as ``Candidate.rank`` orders nodes) - the fewest,
-    least important victims."""
-    allowed = sorted((p for p in pods if may_evict(p, preemptor, quotas, reclaiming)),
+    least important victims. Pods leaving already (deleting, or in ``going``) that the rules
+    would let it evict are victims first, never spared and never charged to their namespace's
+    ``min`` (``used`` no longer counts them): they cost no eviction."""
+    free = [p for p in pods if leaving(p, going) and eligible(p, preemptor, quotas, reclaiming)]
+    allowed = sorted((p for p in pods if not leaving(p, going) and may_evict(p, preemptor, quotas, reclaiming)),
                      key=lambda p: (p.uid not in protected, importance(p)), reverse=True)
-    best, refused = _victims(allowed, preemptor, quotas, used, fits, protected)
+    best, refused = _victims(allowed, preemptor, quotas, used, fits, protected, free)
     for first in refused:
         found, _ = _victims([first, *(p for p in allowed if p is not first)], preemptor, quotas, used, fits,
-                            protected)
+                            protected, free)
         if found is not None and (best is None or _cost(found, protected) < _cost(best, protected)):
             best = found
     return best
@@ -185,23 +193,25 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
 
 def _victims(order: Sequence[PodInfo], preemptor: PodInfo, quotas: Mapping[str, QuotaSpec],
              used: Mapping[str, Amounts], fits: Callable[[Sequence[PodInfo]], bool],
-             protected: AbstractSet[str]) -> tuple[tuple[PodInfo, ...] | None, list[PodInfo]]:
-    """``victims_on``'s search taking pods in ``order``: the victims (None: no room made) and
-    the pods the namespaces' ``min`` refused on the way."""
+             protected: AbstractSet[str], free: Sequence[PodInfo] = ()
+             ) -> tuple[tuple[PodInfo, ...] | None, list[PodInfo]]:
+    """``victims_on``'s search taking pods in ``order`` after the ``free`` ones (leaving
+    already): the victims (None: no room made) and the pods the namespaces' ``min`` refused on
+    the way."""
     budget = _Budget(preemptor, quotas, used)
     victims: list[PodInfo] = []
     refused: list[PodInfo] = []
     for p in order:
-        if fits(victims):
+        if fits([*free, *victims]):
             break
         (victims if budget.take(p) else refused).append(p)
-    if not victims or not fits(victims):
+    if not (free or victims) or not fits([*free, *victims]):
         return None, refused
     for p in sorted(victims, key=lambda p: (p.uid not in protected, importance(p))):
         trial = [v for v in victims if v.uid != p.uid]
-        if fits(trial):
+        if fits([*free, *trial]):
             victims = trial
-    return tuple(sorted(victims, key=importance)), refused
+    return tuple(sorted([*free, *victims], key=importance)), refused
 
 
 def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str]) -> tuple[int, int, int, int]:

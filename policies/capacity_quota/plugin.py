@@ -31,7 +31,7 @@ import itertools
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Collection, Mapping, Sequence
 
 from extender.framework import eviction
 from extender.framework.cycle_state import CycleState
@@ -243,7 +243,10 @@ class CapacityQuota:
         if pod.namespace not in table.quotas or not pod.requests:
             return None
         unit = self._unit(pod)
-        used = table.used(admission, [u.uid for u in unit], [*removed, *self._accounted_already(unit, removed)])
+        gone = {p.uid for p in removed}
+        going = [g for uid, g in self.handle.evictions.going(self.handle.snapshot()).items() if uid not in gone]
+        used = table.used(admission, [u.uid for u in unit],
+                          [*removed, *going, *self._accounted_already(unit, removed)])
         demand = logic.total(u.requests for u in unit)
         why = logic.check(table.quotas, used, pod.namespace, demand)
         if why and len(unit) > 1:
@@ -283,18 +286,21 @@ class CapacityQuota:
         if wait is not None:
             return None, wait
         table, used, reclaiming = self._stance(pod, going)
+        gone = going.keys()
         candidates = []
         for name, st in statuses.items():
             node = snapshot.get(name) if st.code is Code.UNSCHEDULABLE else None
             if node is None:
                 continue
-            pods = [p for p in node.pods.values() if p.uid not in going]
-            protected = {p.uid for p in pods if self.handle.pdb_violations([p])}
-            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected)
+            pods = list(node.pods.values())
+            protected = {p.uid for p in pods if not eviction.leaving(p, gone) and self.handle.pdb_violations([p])}
+            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected,
+                                       gone)
             if victims:
-                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(list(victims)))))
+                fresh = [v for v in victims if not eviction.leaving(v, gone)]
+                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(fresh))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
-            if self._preempt(pod, candidate, table, used):
+            if self._preempt(pod, candidate, table, used, gone):
                 return candidate.node, Status()
         what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"
         return None, Status.unschedulable(f"no node where evicting {what} makes room within the quotas")
@@ -306,14 +312,19 @@ class CapacityQuota:
         takes a namespace with a quota below its ``min``, nor one of another namespace with a
         quota when the preemptor is beyond its own ``min`` - and drop the node when those left do
         not make room (Filter, this plugin's check included, on the node without them)."""
-        table, used, reclaiming = self._stance(pod)
+        going = self.handle.evictions.going(self.handle.snapshot())
+        table, used, reclaiming = self._stance(pod, going)
         if not table.quotas:
             return list(victims), Status()
-        known = [v.pod for v in victims if v.pod is not None]
+        gone = going.keys()
+        known = [v.pod for v in victims if v.pod is not None and not eviction.leaving(v.pod, gone)]
         allowed = {p.uid for p in logic.allowed_victims(known, pod, table.quotas, used, reclaiming)}
-        kept = [v for v in victims if v.pod is None or v.pod.uid in allowed]
+        # pods leaving already (of lower priority: the engine dropped the others) free their room
+        # whatever the quotas: their namespaces no longer count them
+        kept = [v for v in victims if v.pod is None or v.pod.uid in allowed or eviction.leaving(v.pod, gone)]
         if not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
-            dropped = sorted(v.pod.key for v in victims if v.pod is not None and v.pod.uid not in allowed)
+            dropped = sorted(v.pod.key for v in victims
+                             if v.pod is not None and v.pod.uid not in allowed and not eviction.leaving(v.pod, gone))
             if not dropped:
                 return [], Status.unschedulable("evicting the victims would not make the pod fit (its namespace's "
                                                 "quota, or the node)")
@@ -345,19 +356,19 @@ class CapacityQuota:
         return fits
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
-                 used: Mapping[str, Mapping[str, int]]) -> bool:
-        evicted = eviction.evict(self.handle, pod, candidate.node, candidate.victims,
-                                 lambda victim: self._why(victim, pod, table, used))
-        if not evicted:
+                 used: Mapping[str, Mapping[str, int]], going: AbstractSet[str]) -> bool:
+        fresh = [v for v in candidate.victims if not eviction.leaving(v, going)]
+        if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh,
+                                        lambda victim: self._why(victim, pod, table, used)):
             return False  # nothing lost: try the next node
-        borrowers = [v.key for v in candidate.victims if v.namespace != pod.namespace and v.namespace in table.quotas]
-        message = (f"Evicted {len(candidate.victims)} pod(s) ({', '.join(v.key for v in candidate.victims)}) on node "
-                   f"{candidate.node}; nominated there")
+        waits = [v for v in candidate.victims if eviction.leaving(v, going)]
+        borrowers = [v.key for v in fresh if v.namespace != pod.namespace and v.namespace in table.quotas]
+        message = f"{eviction.account(fresh, waits, 'pod(s)')} on node {candidate.node}; nominated there"
         if borrowers:
             message += f"; reclaimed namespace {pod.namespace}'s guaranteed quota from borrowers {', '.join(borrowers)}"
         eviction.nominate(self.handle.writer, pod, candidate.node, message)
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node, "reclaimed_from": borrowers,
-                                     "victims": [v.key for v in candidate.victims]})
+                                     "victims": [v.key for v in fresh], "leaving": [v.key for v in waits]})
         return True
 
     @staticmethod
@@ -380,7 +391,8 @@ class CapacityQuota:
         """Per namespace with a quota, per resource: min, max (None: none), used, borrowed, lent,
         pending (milli-units)."""
         table = self._table()
-        shares = logic.shares(table.quotas, table.used(False), table.waiting)
+        going = self.handle.evictions.going(self.handle.snapshot()).values()
+        shares = logic.shares(table.quotas, table.used(False, removed=list(going)), table.waiting)
         return {ns: {r: {"min": s.min, "max": s.max, "used": s.used, "borrowed": s.borrowed, "lent": s.lent,
                          "pending": s.pending} for r, s in per.items()}
                 for ns, per in sorted(shares.items())}

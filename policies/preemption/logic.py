@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Sequence
 
+from extender.framework.eviction import leaving
 from extender.framework.views import NodeInfo, PodInfo
 
 
@@ -53,7 +54,8 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
     eviction would violate a PodDisruptionBudget) are put back first, so they are victims only
     when nothing else makes room. Lower-priority pods leaving already - deleting, or in
     ``going`` (evicted, not shown deleting yet) - are never put back: they are victims whenever
-    the node is a candidate (``leaving`` tells them apart; evicting them again is not needed).
+    the node is a candidate (``eviction.leaving`` tells them apart; evicting them again is not
+    needed).
     What they free is no earlier preemptor's to keep from a pod that outranks it: the earlier
     preemptor's nomination is counted by ``fits`` against pods of its priority or lower."""
     lower = [p for p in node.pods.values() if p.priority < preemptor.priority]
@@ -72,11 +74,6 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
         else:
             victims.append(p)
     return tuple(victims) if victims else None
-
-
-def leaving(p: PodInfo, going: AbstractSet[str]) -> bool:
-    """``p`` is going away already: deleting, or evicted (its UID in ``going``)."""
-    return p.deleting or p.uid in going
 
 
 def pick(candidates: Sequence[Candidate]) -> Candidate | None:

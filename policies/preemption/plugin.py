@@ -62,7 +62,7 @@ class ManagedPreemption:
             victims = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
                                        lambda: next(self._generations), protected, going)
             if victims:
-                fresh = [v for v in victims if not logic.leaving(v, going)]
+                fresh = [v for v in victims if not eviction.leaving(v, going)]
                 candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(fresh))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
             if self._preempt(pod, candidate, going):
@@ -70,17 +70,15 @@ class ManagedPreemption:
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, going: AbstractSet[str]) -> bool:
-        fresh = [v for v in candidate.victims if not logic.leaving(v, going)]
+        fresh = [v for v in candidate.victims if not eviction.leaving(v, going)]
         if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh):
             return False  # nothing lost: try the next node
-        waits = [v.key for v in candidate.victims if logic.leaving(v, going)]
-        said = [f"Evicted {len(fresh)} lower-priority pod(s) ({', '.join(v.key for v in fresh)})"] if fresh else []
-        if waits:
-            said.append(f"{'w' if fresh else 'W'}aits for {len(waits)} leaving already ({', '.join(waits)})")
+        waits = [v for v in candidate.victims if eviction.leaving(v, going)]
         eviction.nominate(self.handle.writer, pod, candidate.node,
-                          f"{'; '.join(said)} on node {candidate.node}; nominated there")
+                          f"{eviction.account(fresh, waits, 'lower-priority pod(s)')} on node {candidate.node}; "
+                          "nominated there")
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
-                                     "victims": [v.key for v in fresh], "leaving": waits})
+                                     "victims": [v.key for v in fresh], "leaving": [v.key for v in waits]})
         return True
 
 

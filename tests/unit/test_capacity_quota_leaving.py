@@ -1,0 +1,101 @@
+"""CapacityQuota and pods already leaving (deleting, or evicted and not shown deleting yet): as in
+ManagedPreemption (64f7409) they are victims that cost no eviction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import cluster_objects, make_elastic_quota, make_node, make_pod
+from conftest import config_of
+
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
+from extender.framework.clock import FakeClock
+
+
+def pod(name: str, ns: str, priority: int = 0, node: str = "", gpu: int = 1, deleting: bool = False) -> dict[str, Any]:
+    b = make_pod(name, ns).uid(f"u-{name}").req(gpu=gpu).priority(priority)
+    raw = (b.node(node) if node else b).obj()
+    if node:
+        raw["status"]["startTime"] = "2026-01-01T00:00:00Z"
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    return raw
+
+
+def app(nodes: list[dict], pods: list[dict], quotas: list[dict]) -> tuple[Any, MemoryCluster]:
+    cluster = MemoryCluster({**cluster_objects(nodes, pods), "ElasticQuota": quotas})
+    config = config_of(profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"multiPoint": {"enabled": [{"name": "CapacityQuota"}]}}}])
+    return create_app(config, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"], cluster
+
+
+def watching(cluster: MemoryCluster, watch: str, evicted: list[str]) -> None:
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        evicted.append(name)
+        if watch == "shows it deleting":
+            going = cluster.get_pod(namespace, name)
+            going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+            cluster.add_pod(going)
+    cluster.evict = evict  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("watch", ["shows it deleting", "has not shown the eviction yet"])
+@pytest.mark.parametrize("p2_priority, new_evictions", [
+    pytest.param(100, [], id="p2 outranks p1: waits for x1"),
+    pytest.param(0, ["x2"], id="p2 equal to p1: one victim of its own"),
+])
+def test_reclaim_counts_a_borrower_already_leaving(watch: str, p2_priority: int, new_evictions: list[str]) -> None:
+    """n1 (4 GPUs) is all a's (min 0) borrowers x1..x4. p1 (b, min 2) reclaims x1. Before x1 is
+    gone, p2 (d, min 2, one GPU) reclaims too. What x1 frees is held for p1 only against pods of
+    p1's priority or lower (its nomination): p2 outranking p1 needs no new eviction; p2 of p1's
+    priority needs one more borrower evicted, not two (x1's GPU counted once, not as x1's and
+    as p1's)."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 2})])
+    evicted: list[str] = []
+    watching(cluster, watch, evicted)
+    cluster.add_pod(pod("p1", "b", 0))
+    assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
+    assert evicted == ["x1"]
+    cluster.add_pod(pod("p2", "d", p2_priority))
+    outcome = state.engine.filter(cluster.get_pod("d", "p2"), ["n1"])
+    assert (outcome.nominated, evicted) == ("n1", ["x1", *new_evictions])
+    if not new_evictions:
+        (said,) = [e["message"] for e in cluster.events if e["reason"] == "Preempting" and e["object"] == "d/p2"]
+        assert said == "Waits for 1 leaving already (a/x1) on node n1; nominated there"
+
+
+def test_the_preempt_verb_keeps_a_terminating_victim() -> None:
+    """kube-scheduler's own preemption takes old (terminating, priority 0, namespace c without a
+    quota) and y for victims of p (b within its min): both free n1's 2 GPUs. The extender must
+    not drop the node as if old were protected by a quota."""
+    from extender.runtime.engine import Candidate
+
+    state, cluster = app([make_node("n1").alloc(gpu=2).obj()],
+                         [pod("old", "c", 0, "n1", deleting=True), pod("y", "c", 0, "n1")],
+                         [make_elastic_quota("b", min={"gpu": 2})])
+    decisions = state.engine.preempt(pod("p", "b", 100, gpu=2),
+                                     {"n1": Candidate([("u-old", None), ("u-y", None)], 0)})
+    assert {n: d.victims for n, d in decisions.items()} == {"n1": ["u-old", "u-y"]}
+
+
+@pytest.mark.parametrize("watch", ["shows it deleting", "has not shown the eviction yet"])
+def test_a_borrower_evicted_no_longer_counts_before_the_watch_tells(watch: str) -> None:
+    """p1 (b) reclaims x1 from a (min 0, max 4) on n1. x1's replacement x5 fits a's quota on n2
+    (a uses 3 of its max 4; 4 of the 6 guaranteed are in use): docs say an evicted pod stops
+    counting once the Eviction is accepted, not once the watch shows it deleting."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4})])
+    evicted: list[str] = []
+    watching(cluster, watch, evicted)
+    cluster.add_pod(pod("p1", "b", 0))
+    assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
+    cluster.add_pod(pod("x5", "a", 0))
+    outcome = state.engine.filter(cluster.get_pod("a", "x5"), ["n2"])
+    assert outcome.failed == {} and outcome.feasible == ["n2"]
