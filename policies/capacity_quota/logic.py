@@ -177,8 +177,9 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     the one that makes room alone: the search is made again with each such pod first, and the
     best set kept (fewest protected, then as ``Candidate.rank`` orders nodes) - the fewest,
     least important victims. Pods leaving already (deleting, or in ``going``) that the rules
-    would let it evict are victims first, never spared and never charged to their namespace's
-    ``min`` (``used`` no longer counts them): they cost no eviction."""
+    would let it evict are counted on first and never charged to their namespace's ``min``
+    (``used`` no longer counts them): they cost no eviction; those not needed are spared last.
+    The victims and the sets compared count only the pods evicted now."""
     free = [p for p in pods if leaving(p, going) and eligible(p, preemptor, quotas, reclaiming)]
     allowed = sorted((p for p in pods if not leaving(p, going) and may_evict(p, preemptor, quotas, reclaiming)),
                      key=lambda p: (p.uid not in protected, importance(p)), reverse=True)
@@ -186,7 +187,7 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     for first in refused:
         found, _ = _victims([first, *(p for p in allowed if p is not first)], preemptor, quotas, used, fits,
                             protected, free)
-        if found is not None and (best is None or _cost(found, protected) < _cost(best, protected)):
+        if found is not None and (best is None or _cost(found, protected, going) < _cost(best, protected, going)):
             best = found
     return best
 
@@ -211,22 +212,37 @@ def _victims(order: Sequence[PodInfo], preemptor: PodInfo, quotas: Mapping[str, 
         trial = [v for v in victims if v.uid != p.uid]
         if fits([*free, *trial]):
             victims = trial
-    return tuple(sorted([*free, *victims], key=importance)), refused
+    needed = list(free)
+    for p in sorted(free, key=importance):  # the leaving pods not needed are no victims
+        trial = [f for f in needed if f.uid != p.uid]
+        if fits([*trial, *victims]):
+            needed = trial
+    return tuple(sorted([*needed, *victims], key=importance)), refused
 
 
-def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str]) -> tuple[int, int, int, int]:
-    return (sum(v.uid in protected for v in victims), max(v.priority for v in victims), len(victims),
-            sum(v.priority for v in victims))
+def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str],
+          going: AbstractSet[str]) -> tuple[int, int, int, int]:
+    evicted = [v for v in victims if not leaving(v, going)]
+    return (sum(v.uid in protected for v in evicted), max((v.priority for v in evicted), default=NO_VICTIM),
+            len(evicted), sum(v.priority for v in evicted))
+
+
+NO_VICTIM = -(1 << 31) - 1
+"""Below every pod priority (int32): the top victim priority of a set that evicts nothing."""
 
 
 @dataclass(frozen=True)
 class Candidate:
     node: str
     victims: tuple[PodInfo, ...]
+    """The pods to evict (none when the ``waits`` alone make room)."""
     pdb_violations: int = 0
+    waits: tuple[PodInfo, ...] = ()
+    """Victims leaving already: counted on, not evicted."""
 
     def rank(self) -> tuple[int, int, int, int, str]:
         """Fewest budget violations, then the lowest most-important victim, then the fewest
-        victims, then the lowest sum of priorities, then the name."""
-        return (self.pdb_violations, max(v.priority for v in self.victims), len(self.victims),
+        victims, then the lowest sum of priorities, then the name - of the pods evicted now (a
+        node where leaving pods alone make room first)."""
+        return (self.pdb_violations, max((v.priority for v in self.victims), default=NO_VICTIM), len(self.victims),
                 sum(v.priority for v in self.victims), self.node)

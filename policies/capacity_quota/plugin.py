@@ -31,7 +31,7 @@ import itertools
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from extender.framework import eviction
 from extender.framework.cycle_state import CycleState
@@ -297,10 +297,11 @@ class CapacityQuota:
             victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected,
                                        gone)
             if victims:
-                fresh = [v for v in victims if not eviction.leaving(v, gone)]
-                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(fresh))))
+                fresh = tuple(v for v in victims if not eviction.leaving(v, gone))
+                candidates.append(logic.Candidate(name, fresh, len(self.handle.pdb_violations(fresh)),
+                                                  tuple(v for v in victims if eviction.leaving(v, gone))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
-            if self._preempt(pod, candidate, table, used, gone):
+            if self._preempt(pod, candidate, table, used):
                 return candidate.node, Status()
         what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"
         return None, Status.unschedulable(f"no node where evicting {what} makes room within the quotas")
@@ -356,12 +357,11 @@ class CapacityQuota:
         return fits
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,
-                 used: Mapping[str, Mapping[str, int]], going: AbstractSet[str]) -> bool:
-        fresh = [v for v in candidate.victims if not eviction.leaving(v, going)]
+                 used: Mapping[str, Mapping[str, int]]) -> bool:
+        fresh, waits = candidate.victims, candidate.waits
         if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh,
                                         lambda victim: self._why(victim, pod, table, used)):
             return False  # nothing lost: try the next node
-        waits = [v for v in candidate.victims if eviction.leaving(v, going)]
         borrowers = [v.key for v in fresh if v.namespace != pod.namespace and v.namespace in table.quotas]
         message = f"{eviction.account(fresh, waits, 'pod(s)')} on node {candidate.node}; nominated there"
         if borrowers:

@@ -4,12 +4,15 @@
 * On a node: remove every lower-priority pod; if the preemptor still does not fit, the node is no
   candidate. Otherwise put them back, most important first, keeping each one that still lets the
   preemptor fit: the rest are the victims (the smallest set of the least important pods).
-  Pods leaving already (deleting, or evicted) are never put back: they cost no new eviction.
 * Pods whose eviction would violate a PodDisruptionBudget are put back first (victims only when
   nothing else makes room), and candidate nodes with fewer violations are preferred.
-* Among candidate nodes: the one whose most important victim has the lowest priority; then the
-  lowest sum of victim priorities; then the fewest victims; then the node whose earliest-started
-  victim started latest (least work lost); then the name, so the choice is deterministic.
+* Pods leaving already (deleting, or evicted) are put back last: they are the victims that cost
+  nothing (no eviction; what they free is free anyway), so they are counted on before any pod
+  is evicted, and only when needed.
+* Among candidate nodes, by the pods evicted now: the one whose most important victim has the
+  lowest priority (a node where leaving pods alone make room first); then the lowest sum of
+  victim priorities; then the fewest victims; then the node whose earliest-started victim
+  started latest (least work lost); then the name, so the choice is deterministic.
 """
 
 from __future__ import annotations
@@ -26,17 +29,25 @@ def importance(p: PodInfo) -> tuple[int, str, str]:
     return (-p.priority, p.start_time or "~", p.key)
 
 
+NO_VICTIM = -(1 << 31) - 1
+"""Below every pod priority (int32): the top victim priority of a candidate that evicts nothing."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     node: str
     victims: tuple[PodInfo, ...]
+    """The pods to evict (none when the ``waits`` alone make room)."""
     pdb_violations: int = 0
+    waits: tuple[PodInfo, ...] = ()
+    """Victims leaving already: counted on, not evicted."""
 
     def rank(self) -> tuple[int, int, int, int, str, str]:
-        top = max(v.priority for v in self.victims)
+        top = max((v.priority for v in self.victims), default=NO_VICTIM)
         total = sum(v.priority for v in self.victims)
         earliest = min((v.start_time for v in self.victims if v.start_time), default="")
-        return (self.pdb_violations, top, total, len(self.victims), _later_first(earliest), self.node)
+        return (self.pdb_violations, top, total, len(self.victims),
+                _later_first(earliest) if self.victims else "", self.node)
 
 
 def _later_first(ts: str) -> str:
@@ -46,18 +57,17 @@ def _later_first(ts: str) -> str:
 
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
                generation: Callable[[], int], protected: AbstractSet[str] = frozenset(),
-               going: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
-    """The victims needed on ``node`` for ``preemptor`` to fit, or None when no eviction of
-    lower-priority pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo
-    (counting what is held for nominated pods, as kube-scheduler's dry run does);
-    ``generation`` numbers the simulated NodeInfos (never cached). Pods in ``protected`` (their
-    eviction would violate a PodDisruptionBudget) are put back first, so they are victims only
-    when nothing else makes room. Lower-priority pods leaving already - deleting, or in
-    ``going`` (evicted, not shown deleting yet) - are never put back: they are victims whenever
-    the node is a candidate (``eviction.leaving`` tells them apart; evicting them again is not
-    needed).
-    What they free is no earlier preemptor's to keep from a pod that outranks it: the earlier
-    preemptor's nomination is counted by ``fits`` against pods of its priority or lower."""
+               going: AbstractSet[str] = frozenset()) -> Candidate | None:
+    """The candidate ``node`` is for ``preemptor``, or None when no eviction of lower-priority
+    pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo (counting what is
+    held for nominated pods, as kube-scheduler's dry run does); ``generation`` numbers the
+    simulated NodeInfos (never cached). Pods in ``protected`` (their eviction would violate a
+    PodDisruptionBudget) are put back first, so they are victims only when nothing else makes
+    room; lower-priority pods leaving already - deleting, or in ``going`` (evicted, not shown
+    deleting yet) - last, so that they are counted on (``Candidate.waits``) before any pod is
+    evicted, and only when needed. What they free is no earlier preemptor's to keep from a pod
+    that outranks it: the earlier preemptor's nomination is counted by ``fits`` against pods of
+    its priority or lower. ``pdb_violations`` is left for the caller to count."""
     lower = [p for p in node.pods.values() if p.priority < preemptor.priority]
     if not lower:
         return None
@@ -66,14 +76,17 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
         sim = sim.without_pod(p.uid, generation())
     if not fits(sim):
         return None
-    victims = [p for p in lower if leaving(p, going)]
-    for p in sorted((p for p in lower if not leaving(p, going)), key=lambda p: (p.uid not in protected, importance(p))):
+    victims: list[PodInfo] = []
+    for p in sorted(lower, key=lambda p: (leaving(p, going), p.uid not in protected, importance(p))):
         trial = sim.with_pod(p, generation())
         if fits(trial):
             sim = trial
         else:
             victims.append(p)
-    return tuple(victims) if victims else None
+    if not victims:
+        return None
+    return Candidate(node.name, tuple(v for v in victims if not leaving(v, going)),
+                     waits=tuple(v for v in victims if leaving(v, going)))
 
 
 def pick(candidates: Sequence[Candidate]) -> Candidate | None:

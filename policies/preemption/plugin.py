@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import AbstractSet, Any, Mapping
+from dataclasses import replace
+from typing import Any, Mapping
 
 from extender.framework.cycle_state import CycleState
 from extender.framework import eviction
@@ -59,26 +60,24 @@ class ManagedPreemption:
                 continue
             lower = [p for p in node.pods.values() if p.priority < pod.priority]
             protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
-            victims = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
-                                       lambda: next(self._generations), protected, going)
-            if victims:
-                fresh = [v for v in victims if not eviction.leaving(v, going)]
-                candidates.append(logic.Candidate(name, victims, len(self.handle.pdb_violations(fresh))))
+            found = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
+                                     lambda: next(self._generations), protected, going)
+            if found is not None:
+                candidates.append(replace(found, pdb_violations=len(self.handle.pdb_violations(found.victims))))
         for candidate in sorted(candidates, key=logic.Candidate.rank):
-            if self._preempt(pod, candidate, going):
+            if self._preempt(pod, candidate):
                 return candidate.node, Status()
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")
 
-    def _preempt(self, pod: PodInfo, candidate: logic.Candidate, going: AbstractSet[str]) -> bool:
-        fresh = [v for v in candidate.victims if not eviction.leaving(v, going)]
-        if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh):
+    def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
+        victims, waits = candidate.victims, candidate.waits
+        if victims and not eviction.evict(self.handle, pod, candidate.node, victims):
             return False  # nothing lost: try the next node
-        waits = [v for v in candidate.victims if eviction.leaving(v, going)]
         eviction.nominate(self.handle.writer, pod, candidate.node,
-                          f"{eviction.account(fresh, waits, 'lower-priority pod(s)')} on node {candidate.node}; "
+                          f"{eviction.account(victims, waits, 'lower-priority pod(s)')} on node {candidate.node}; "
                           "nominated there")
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
-                                     "victims": [v.key for v in fresh], "leaving": [v.key for v in waits]})
+                                     "victims": [v.key for v in victims], "leaving": [v.key for v in waits]})
         return True
 
 

@@ -99,3 +99,25 @@ def test_a_borrower_evicted_no_longer_counts_before_the_watch_tells(watch: str) 
     cluster.add_pod(pod("x5", "a", 0))
     outcome = state.engine.filter(cluster.get_pod("a", "x5"), ["n2"])
     assert outcome.failed == {} and outcome.feasible == ["n2"]
+
+
+@pytest.mark.parametrize("a_pods, ask, evicted, where", [
+    pytest.param([("leaving", 1, 90, True), ("low", 2, 5, False)], 3, {"low"}, "a",
+                 id="a-leaving-pod-not-needed-does-not-count"),
+    pytest.param([("leaving", 2, 90, True), ("keep", 2, 1000, False)], 2, set(), "a",
+                 id="leaving-pods-alone-beat-any-eviction"),
+])
+def test_a_node_ranks_by_the_pods_evicted_now(a_pods: list[tuple[str, int, int, bool]], ask: int,
+                                              evicted: set[str], where: str) -> None:
+    """Node b offers mid (priority 20, 3 GPUs; 1 left by big, 1000). A leaving pod the preemptor
+    does not need is no victim, and one it needs costs nothing: neither may make its node rank
+    below b (where mid would be evicted)."""
+    pods = [pod(name, "t", priority, "a", gpus, deleting) for name, gpus, priority, deleting in a_pods]
+    pods += [pod("mid", "t", 20, "b", 3), pod("big", "t", 1000, "b", 1)]
+    state, cluster = app([make_node("a").alloc(gpu=4).obj(), make_node("b").alloc(gpu=4).obj()], pods,
+                         [make_elastic_quota("t", min={"gpu": 16})])
+    before = {p["metadata"]["name"] for p in cluster.pods()}
+    cluster.add_pod(pod("hi", "t", 100, gpu=ask))
+    outcome = state.engine.filter(cluster.get_pod("t", "hi"), ["a", "b"])
+    assert outcome.nominated == where
+    assert before - {p["metadata"]["name"] for p in cluster.pods()} == evicted

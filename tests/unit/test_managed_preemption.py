@@ -171,6 +171,42 @@ def test_a_nomination_counts_before_the_watch_shows_it() -> None:
     assert (mid.nominated, evicted, written) == ("a", ["low-a1", "low-a2"], [("hi", "a"), ("mid", "a")])
 
 
+LEAVING_RANKS = [
+    # id, node a's pods (name, gpus, priority, leaving), node b's, hi's ask, what is evicted, where hi goes
+    ("a-leaving-pod-not-needed-does-not-count", [("leaving", 1, 90, True), ("low", 2, 5, False)],
+     [("mid", 3, 20, False)], 3, {"low"}, "a"),
+    ("leaving-pods-alone-beat-any-eviction", [("leaving", 2, 90, True), ("keep", 2, 1000, False)],
+     [("cheap", 2, 1, False), ("big", 2, 1000, False)], 2, set(), "a"),
+    ("leaving-pods-first-then-the-least-important", [("leaving", 1, 50, True), ("low", 1, 5, False),
+                                                     ("lower", 1, 1, False), ("top", 1, 1000, False)],
+     [("big", 4, 1000, False)], 2, {"lower"}, "a"),
+]
+
+
+@pytest.mark.parametrize("a_pods, b_pods, ask, evicted, where", [c[1:] for c in LEAVING_RANKS],
+                         ids=[c[0] for c in LEAVING_RANKS])
+def test_pods_leaving_already_are_the_victims_that_cost_nothing(a_pods: list[tuple[str, int, int, bool]],
+                                                                b_pods: list[tuple[str, int, int, bool]],
+                                                                ask: int, evicted: set[str], where: str) -> None:
+    """A deleting pod (here deleted by its owner) is counted on before any pod is evicted, and
+    only when needed: a node ranks by the pods evicted now, so a leaving pod of high priority the
+    preemptor does not need cannot make its node lose (kube-scheduler would reprieve it), and a
+    node where leaving pods alone make room wins."""
+    def made(name: str, gpus: int, priority: int, gone: bool, node: str) -> dict[str, Any]:
+        pod = running(name, gpus, priority, node)
+        if gone:
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+        return pod
+
+    nodes = [make_node("a").alloc(gpu=4).obj(), make_node("b").alloc(gpu=4).obj()]
+    pods = [made(*p, "a") for p in a_pods] + [made(*p, "b") for p in b_pods]
+    engine, cluster = setup(nodes, pods)
+    before = names(cluster)
+    outcome = filter_on(engine, cluster, pending("hi", ask, 100), ["a", "b"])
+    assert outcome.nominated == where
+    assert before - names(cluster) == evicted
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:
