@@ -7,7 +7,9 @@ for its own resources. The Nominator follows the pods through the cache's change
 bound, being deleted, terminal or gone is not nominated any more. A nomination this process
 makes (``nominate``) counts at once, as kube-scheduler's nominator records its own before the
 API server has it: until the watch shows the pod naming a node, updates that name none (a
-condition written meanwhile) keep it. A nomination that ends or moves
+condition written meanwhile) keep it; a pod the watch has shown deleted, bound, deleting or
+terminal is not nominated that way (it was, say, deleted while its filter call preempted for it).
+A nomination that ends or moves
 released capacity on its old node: ``on_release(pod key, node)`` is called then (outside the
 Nominator's lock), so queueing hints and nudges see it like a pod's release.
 """
@@ -20,6 +22,10 @@ from typing import Callable
 from extender.framework.views import PodInfo
 
 
+ENDED_KEPT = 4096
+"""How many pods that ended the Nominator remembers (one filter call's worth of pods is plenty)."""
+
+
 class Nominator:
     def __init__(self, on_release: Callable[[str, str], None] | None = None) -> None:
         self.on_release = on_release
@@ -29,6 +35,9 @@ class Nominator:
         self._node_of: dict[str, str] = {}
         self._unseen: set[str] = set()
         """UIDs nominated by ``nominate`` that no update has shown naming a node yet."""
+        self._ended: dict[str, None] = {}
+        """UIDs whose last update showed them deleted, bound, deleting or terminal, oldest first
+        (the latest ``ENDED_KEPT``): ``nominate`` leaves them alone."""
         self.version = 0
         """Grows whenever a nomination starts, moves, ends or its pod changes (with the
         reservations' version: "is the same capacity held?")."""
@@ -46,8 +55,15 @@ class Nominator:
         with self._lock:
             if nominated:
                 known = self._by_node.get(nominated, {}).get(uid)
-                if known is not None and known.nominated_node_name == nominated:
-                    return  # the watch has shown it already: the cluster speaks for it
+                if uid in self._ended or (known is not None and known.nominated_node_name == nominated):
+                    return  # gone, or shown nominated already: the cluster speaks for it
+            elif pod is None or pod.node_name or pod.deleting or pod.terminal:
+                self._ended.pop(uid, None)
+                self._ended[uid] = None
+                if len(self._ended) > ENDED_KEPT:
+                    del self._ended[next(iter(self._ended))]
+            else:
+                self._ended.pop(uid, None)
             keep = ""
             if pod is not None and not (pod.node_name or pod.deleting or pod.terminal):
                 if nominated:

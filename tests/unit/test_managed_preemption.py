@@ -207,6 +207,23 @@ def test_pods_leaving_already_are_the_victims_that_cost_nothing(a_pods: list[tup
     assert before - names(cluster) == evicted
 
 
+def test_a_preemptor_deleted_during_its_filter_call_holds_nothing() -> None:
+    """hi preempts low-a1 on a and is deleted while its filter call is still running: its
+    nomination must not hold a's room for good (no update will ever end it) - mid, which fits in
+    the room low-a1 left, binds there."""
+    engine, cluster = setup(FULL, HOLDERS)
+    real_evict = cluster.evict
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        real_evict(namespace, name, uid, grace)
+        cluster.delete_pod("default", "hi")
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
+    assert engine.queue.nominated("a") == []
+    assert filter_on(engine, cluster, pending("mid", 2, 50, preemptionPolicy="Never"), ["a"]).feasible == ["a"]
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:

@@ -115,6 +115,24 @@ def test_a_nomination_made_here_counts_before_the_watch_shows_it(cache: ClusterC
         assert [p.name for p in queue.nominated(node)] == (["p"] if node == where else [])
 
 
+@pytest.mark.parametrize("ended", ["deleted", "bound", "deleting"])
+def test_a_pod_the_watch_showed_ended_is_not_nominated_here(cache: ClusterCache, ended: str) -> None:
+    """The preemptor was deleted (or bound) while its filter call preempted for it: the
+    engine's nomination afterwards must not hold its capacity for a pod no update will ever
+    release (kube-scheduler's nominator checks its pod lister likewise)."""
+    queue = SchedulingQueue(cache, cache.clock)
+    raw = make_pod("p").uid("u-p").req(gpu=2).obj()
+    pod = cache.upsert_pod(raw)
+    if ended == "deleted":
+        cache.remove_pod(raw)
+    elif ended == "bound":
+        cache.upsert_pod(bound(raw, "n2"))
+    else:
+        cache.upsert_pod({**raw, "metadata": {**raw["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    queue.nominator.nominate(pod, "n1")
+    assert queue.nominated("n1") == [] and queue.held_nodes() == set()
+
+
 def test_a_nomination_the_watch_showed_first_is_the_clusters(cache: ClusterCache) -> None:
     """The watch may deliver the nomination before the engine records it (an in-memory cluster
     does, within the write): a later update clearing it then ends it."""
