@@ -108,6 +108,13 @@ SUPERSEDED = "superseded"
 """An entry whose pod got a fresh entry while it was in flight, once its cycle is over."""
 
 
+def _nominated(qp: QueuedPod) -> bool:
+    """Whether the nominator counts ``qp``'s nomination: not once the pod is assumed - its
+    binding entry, or a fresh one an update made during the cycle that assumed it
+    (``DeleteNominatedPodIfExists`` at assume)."""
+    return qp.state != BINDING and (qp.previous is None or qp.previous.state != BINDING)
+
+
 @dataclass
 class QueuedPod:
     """A pending pod and its queue bookkeeping (``QueuedPodInfo``)."""
@@ -398,12 +405,11 @@ class SchedulingQueue:
 
     def nominated_to(self, node: str) -> list[QueuedPod]:
         """The nominator's pods for ``node``: pending pods (not assumed) with that nominatedNodeName."""
-        return [qp for qp in self.pods.values()
-                if qp.state != BINDING and qp.record.nominated_node_name == node]
+        return [qp for qp in self.pods.values() if _nominated(qp) and qp.record.nominated_node_name == node]
 
     def nominated_nodes(self) -> dict[str, list[QueuedPod]]:
         out: dict[str, list[QueuedPod]] = {}
         for qp in self.pods.values():
-            if qp.state != BINDING and qp.record.nominated_node_name:
+            if _nominated(qp) and qp.record.nominated_node_name:
                 out.setdefault(qp.record.nominated_node_name, []).append(qp)
         return out

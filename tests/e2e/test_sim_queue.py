@@ -386,3 +386,38 @@ def test_a_pod_updated_during_the_cycle_that_assumed_it_is_skipped_not_scheduled
     assert [(c.outcome, c.message) for c in scheduler.cycles] == [("scheduled", ""), ("skipped", "pod is assumed")]
     assert binds == ["p"] and cluster.get_pod("default", "p")["spec"]["nodeName"] == "n1"
     assert not scheduler.pending() and scheduler.bind_failures == 0
+
+
+def test_a_pod_assumed_after_an_update_in_its_cycle_no_longer_holds_its_old_nomination() -> None:
+    """p (priority 10) is nominated to n2 from an earlier preemption, but this cycle places it on
+    n1 (the extender keeps only n1). During that filter call q (priority 10, fits n2 only)
+    arrives and p is annotated, so a fresh entry for p waits in activeQ. kube-scheduler drops a
+    pod's nomination when it assumes it (``DeleteNominatedPodIfExists``): q is scheduled on n2
+    while p's bind runs, not refused as if p still held n2."""
+    nodes = [make_node("n1").alloc(cpu="1").obj(), make_node("n2").alloc(cpu="1").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes))
+    q_tried = threading.Event()
+    calls: list[str] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter":
+            name = args["Pod"]["metadata"]["name"]
+            calls.append(name)
+            if name == "p" and calls.count("p") == 1:
+                cluster.add_pod(make_pod("q").uid("q").req(cpu="1").priority(10).obj())
+                _annotate(cluster)
+            keep = ["n1"] if name == "p" else ["n2"]
+            return {"NodeNames": [n for n in args["NodeNames"] if n in keep], "Nodes": None,
+                    "FailedNodes": {n: "no" for n in args["NodeNames"] if n not in keep}, "Error": ""}
+        q_tried.wait(2.0)  # p's bind runs until q has been tried (2 s: a safety net)
+        cluster.bind(args["PodNamespace"], args["PodName"], args["PodUID"], args["Node"])
+        return {"Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(bindVerb="bind"), CallableTransport(handler))])
+    scheduler.on_cycle.append(lambda record: record.pod == "default/q" and q_tried.set())
+    p = make_pod("p").uid("p").req(cpu="1").priority(10).obj()
+    p["status"]["nominatedNodeName"] = "n2"
+    cluster.add_pod(p)
+    scheduler.run()
+    first_q = next(c for c in scheduler.cycles if c.pod == "default/q")
+    assert (first_q.outcome, first_q.node) == ("scheduled", "n2"), first_q.message
