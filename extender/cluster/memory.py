@@ -365,15 +365,17 @@ class MemoryCluster:
         selector = spec.get("selector")
         if not selector_matches(selector, pod["metadata"].get("labels") or {}):
             return False
-        healthy = [p for p in self._pods.values()
-                   if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
-                   and selector_matches(selector, p["metadata"].get("labels") or {})
-                   and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-                   and (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+        expected = [p for p in self._pods.values()
+                    if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
+                    and selector_matches(selector, p["metadata"].get("labels") or {})
+                    and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+        # healthy as the disruption controller counts: on a node and not being deleted
+        healthy = sum(1 for p in expected if (p.get("spec") or {}).get("nodeName")
+                      and not p["metadata"].get("deletionTimestamp"))
         if isinstance(spec.get("minAvailable"), int):
-            return len(healthy) - 1 < spec["minAvailable"]
+            return healthy - 1 < spec["minAvailable"]
         if isinstance(spec.get("maxUnavailable"), int):
-            return spec["maxUnavailable"] < 1
+            return healthy - 1 < len(expected) - spec["maxUnavailable"]
         return False
 
     def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:

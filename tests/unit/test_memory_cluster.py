@@ -248,3 +248,28 @@ def test_a_terminating_pod_is_evicted_without_a_budget_check_and_counts_unhealth
     assert len(kubelet.asked) == 1
     with pytest.raises(WriteError, match="disruption budget"):
         cluster.evict("default", "b", "u-b")  # a is not healthy any more: b is the last one
+
+
+@pytest.mark.parametrize("unavailable, refused", [
+    pytest.param("terminating", True, id="one-terminating"),
+    pytest.param("pending", True, id="one-not-on-a-node"),
+    pytest.param("none", False, id="all-available"),
+])
+def test_max_unavailable_counts_the_pods_already_unavailable(unavailable: str, refused: bool) -> None:
+    """maxUnavailable: 1 over the selected pods: with one of them already unavailable (deleting,
+    or not on a node) the disruption controller allows no eviction more."""
+    pods = [_bound("a"), _bound("b")]
+    if unavailable == "pending":
+        pods.append(make_pod("c").uid("u-c").obj())
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "x"}
+    cluster, kubelet = _graceful(*pods, pdbs=[{"metadata": {"name": "x", "namespace": "default"},
+                                               "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "x"}}}}])
+    if unavailable == "terminating":
+        cluster.evict("default", "a", "u-a")
+    if refused:
+        with pytest.raises(WriteError, match="disruption budget"):
+            cluster.evict("default", "b", "u-b")
+    else:
+        cluster.evict("default", "b", "u-b")
+        assert cluster.get_pod("default", "b")["metadata"]["deletionTimestamp"]
