@@ -139,6 +139,22 @@ def _spec_or_meta_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any])
     return strip(old) != strip(new)
 
 
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+def _terminating_by_preemption(p: PodRecord) -> bool:
+    """``podTerminatingByPreemption`` (PodDisruptionConditions on): ``p`` is being deleted and
+    its DisruptionTarget condition says kube-scheduler preempted it - not a pod its owner
+    deleted, nor one evicted through the Eviction API (reason EvictionByEvictionAPI)."""
+    if not p.deleting:
+        return False
+    for c in (p.raw.get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == DISRUPTION_TARGET:
+            return c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
+    return False
+
+
 class _FewerCollections:
     """The garbage collector's first threshold raised while runs last (``with``). Every cycle
     allocates and frees thousands of containers (replies, node lists, scores); at the default
@@ -609,7 +625,7 @@ class Scheduler(Placement):
             st = diag.statuses.get(pod.nominated_node_name)
             node = snap.get(pod.nominated_node_name)
             if (st is None or st.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE) and node is not None and any(
-                    p.deleting and p.priority < pod.priority for p in node.pods.values()):
+                    _terminating_by_preemption(p) and p.priority < pod.priority for p in node.pods.values()):
                 prec["result"] = "not eligible"
                 return "preemption: not eligible due to a terminating pod on the nominated node.", None, prec
         bound = [p for n in snap.nodes.values() for p in n.pods.values()]
@@ -652,6 +668,14 @@ class Scheduler(Placement):
                                                        state="preempted", node=best.node, preempted_by=pod.key,
                                                        requests=dict(victim.requests))
             self._record_event(victim, "Normal", "Preempted", f"Preempted by pod {pod.uid} on node {best.node}")
+            scheduler = (pod.raw.get("spec") or {}).get("schedulerName") or "default-scheduler"
+            try:  # PodDisruptionConditions (on by default from 1.26): why the victim terminates
+                self.cluster.update_pod_status(victim.namespace, victim.name, victim.uid, {"conditions": [{
+                    "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                    "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                    "lastTransitionTime": iso(self.clock.now())}]})
+            except WriteError as exc:
+                log.info("disruption condition of %s not written: %s", victim.key, exc)
             self.cluster.delete_pod(victim.namespace, victim.name)
         with self._cond:
             lower = [x.record for x in self.queue.nominated_to(best.node)

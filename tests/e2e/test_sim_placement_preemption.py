@@ -174,3 +174,25 @@ def test_graceful_termination_needs_a_cluster_that_emulates_it() -> None:
 
     with pytest.raises(ValueError, match="graceful termination"):
         scheduler_for(NoKubelet(), [], graceful_termination=True)
+
+
+def test_only_victims_of_kube_schedulers_preemption_make_a_nominee_wait() -> None:
+    """kube-scheduler 1.29-1.31 (PodDisruptionConditions on) calls a nominated pod not eligible
+    to preempt again only for lower-priority pods terminating *by its preemption* (condition
+    DisruptionTarget, reason PreemptionByScheduler, written on each victim before deleting it).
+    low-a, deleted by its owner, terminates on urgent's nominated node n1: urgent is eligible,
+    and its dry run takes low-a for its victim like any lower-priority pod (nothing else is
+    deleted); from then on low-a terminates by preemption and urgent waits for it."""
+    nodes, pods = preemption_cluster()
+    ours = OurServer(nodes, pods)
+    scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], graceful_termination=True)
+    ours.cluster.delete_pod("default", "low-a")  # its owner deletes it: it terminates for 30 s
+    urgent = make_pod("urgent").uid("uid-urgent").req(cpu="2", gpu=2).priority(500).obj()
+    urgent["status"]["nominatedNodeName"] = "n1"
+    ours.cluster.add_pod(urgent)
+    scheduler.run()
+    first, second = scheduler.cycles[:2]
+    assert first.preemption["result"] == "preempted" and first.preemption["victims"] == ["default/low-a"]
+    assert "not eligible due to a terminating pod" in second.message
+    assert [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles][-1] == (30, "scheduled")
+    assert ours.cluster.get_pod("default", "low-b") is not None
