@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from extender.framework.views import PodInfo
 
@@ -51,14 +51,19 @@ class Budget:
     def covers(self, pod: PodInfo) -> bool:
         return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
-    def allowed(self, followed: Iterable[PodInfo]) -> int:
+    def allowed(self, followed: Iterable[PodInfo], going: AbstractSet[str] = frozenset()) -> int:
+        """How many more covered pods may be evicted: the status's ``disruptionsAllowed`` when
+        the disruption controller has written it, else counted as it counts - the covered pods
+        not terminal are expected, those on a node and not leaving (deleting, or evicted
+        already: UIDs in ``going``) healthy."""
         if self.disruptions_allowed is not None:
             return self.disruptions_allowed
-        healthy = sum(1 for p in followed if self.covers(p) and p.node_name and not p.terminal and not p.deleting)
+        expected = [p for p in followed if self.covers(p) and not p.terminal]
+        healthy = sum(1 for p in expected if p.node_name and not p.deleting and p.uid not in going)
         if self.min_available is not None:
-            return max(0, healthy - _amount(self.min_available, healthy))
+            return max(0, healthy - _amount(self.min_available, len(expected)))
         if self.max_unavailable is not None:
-            return max(0, _amount(self.max_unavailable, healthy))
+            return max(0, healthy - (len(expected) - _amount(self.max_unavailable, len(expected))))
         return healthy
 
 
@@ -68,10 +73,11 @@ def _amount(value: Any, total: int) -> int:
     return int(value)
 
 
-def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: Sequence[PodInfo]) -> set[str]:
+def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: Sequence[PodInfo],
+              going: AbstractSet[str] = frozenset()) -> set[str]:
     """UIDs of the victims whose eviction goes beyond a budget's allowance (victims are charged
-    to their budgets in the given order, most important first)."""
-    left = {(b.namespace, b.name): b.allowed(followed) for b in budgets}
+    to their budgets in the given order, most important first; ``going``: see ``Budget.allowed``)."""
+    left = {(b.namespace, b.name): b.allowed(followed, going) for b in budgets}
     out: set[str] = set()
     for v in victims:
         for b in budgets:

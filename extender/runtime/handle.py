@@ -112,7 +112,7 @@ class EngineHandle:
         budgets = self.cache.budgets()
         if not budgets or not victims:
             return set()
-        return violating(victims, budgets, self.cache.accounted_pods())
+        return violating(victims, budgets, self.cache.accounted_pods(), self.evictions.going(self.snapshot()).keys())
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

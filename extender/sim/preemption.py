@@ -79,11 +79,13 @@ def pdbs_from(objects: Iterable[Mapping[str, Any]], bound: Sequence[PodRecord]) 
         if isinstance(status.get("disruptionsAllowed"), int):
             pdb.disruptions_allowed = status["disruptionsAllowed"]
         else:
-            healthy = sum(1 for p in bound if pdb.matches(p))
+            expected = [p for p in bound if pdb.matches(p)]  # as the disruption controller counts
+            healthy = sum(1 for p in expected if not p.deleting)
             if spec.get("minAvailable") is not None:
-                pdb.disruptions_allowed = max(0, healthy - _scaled(spec["minAvailable"], healthy, True))
+                pdb.disruptions_allowed = max(0, healthy - _scaled(spec["minAvailable"], len(expected), True))
             elif spec.get("maxUnavailable") is not None:
-                pdb.disruptions_allowed = max(0, _scaled(spec["maxUnavailable"], healthy, True))
+                pdb.disruptions_allowed = max(
+                    0, healthy - (len(expected) - _scaled(spec["maxUnavailable"], len(expected), True)))
         out.append(pdb)
     return out
 

@@ -44,7 +44,7 @@ class Candidate:
 
     def rank(self) -> tuple[int, int, int, int, str, str]:
         top = max((v.priority for v in self.victims), default=NO_VICTIM)
-        total = sum(v.priority for v in self.victims)
+        total = sum(v.priority + (1 << 31) for v in self.victims)  # as kube-scheduler: each victim adds
         earliest = min((v.start_time for v in self.victims if v.start_time), default="")
         return (self.pdb_violations, top, total, len(self.victims),
                 _later_first(earliest) if self.victims else "", self.node)

@@ -41,6 +41,40 @@ def test_allowances(spec: dict, status: dict, victims: int, expected: int) -> No
     assert len(violating(PODS[:victims], [budget], PODS)) == expected
 
 
+def _leaving() -> dict[str, Any]:
+    raw = running("w-leaving")
+    raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    return raw
+
+
+UNAVAILABLE = [
+    # id, spec, what makes one of the 4 covered pods unavailable, victims among the other 3, violations
+    ("maxun1-one-deleting", {"maxUnavailable": 1}, "deleting", 1, 1),
+    ("maxun1-one-evicted-not-shown", {"maxUnavailable": 1}, "going", 1, 1),
+    ("maxun1-one-pending", {"maxUnavailable": 1}, "pending", 1, 1),
+    ("maxun2-one-deleting", {"maxUnavailable": 2}, "deleting", 2, 1),
+    ("min3-one-evicted-not-shown", {"minAvailable": 3}, "going", 1, 1),
+    ("min50%-one-deleting", {"minAvailable": "50%"}, "deleting", 1, 0),  # 50% of 4 expected: 2
+    ("min50%-one-deleting-two", {"minAvailable": "50%"}, "deleting", 2, 1),
+]
+
+
+@pytest.mark.parametrize("spec, how, victims, expected", [c[1:] for c in UNAVAILABLE],
+                         ids=[c[0] for c in UNAVAILABLE])
+def test_allowances_count_the_pods_already_unavailable(spec: dict, how: str, victims: int, expected: int) -> None:
+    """As the disruption controller counts: every covered pod not terminal is expected, one on a
+    node and not leaving - not deleting, not evicted already (``going``) - healthy."""
+    budget = Budget.from_object(pdb("b", "w", **spec))
+    first = PODS[0]
+    if how == "deleting":
+        first = PodInfo.from_pod({**_leaving(), "metadata": {**_leaving()["metadata"], "uid": "u-w0"}})
+    elif how == "pending":
+        first = PodInfo.from_pod(make_pod("w0").uid("u-w0").labels(app="w").req(cpu="1").obj())
+    followed = [first, *PODS[1:]]
+    going = {"u-w0"} if how == "going" else set()
+    assert len(violating(PODS[1:1 + victims], [budget], followed, going)) == expected
+
+
 def test_null_selector_covers_nothing() -> None:
     budget = Budget.from_object({"metadata": {"name": "b"}, "spec": {"minAvailable": 4}})
     assert violating(PODS, [budget], PODS) == set()

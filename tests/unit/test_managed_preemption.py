@@ -224,6 +224,56 @@ def test_a_preemptor_deleted_during_its_filter_call_holds_nothing() -> None:
     assert filter_on(engine, cluster, pending("mid", 2, 50, preemptionPolicy="Never"), ["a"]).feasible == ["a"]
 
 
+def test_a_budget_spent_by_a_leaving_pod_protects_the_others() -> None:
+    """g1 and g2 share a budget of maxUnavailable 1 and g1 is being deleted already: evicting g2
+    would make two unavailable, which the API server refuses. g2 is protected, so x (8) is the
+    victim - not g2 (5) whose eviction would fail and leave hi with nothing."""
+    g1, g2 = running("g1", 1, 10, "a"), running("g2", 1, 5, "a")
+    g1["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    for p in (g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default"},
+              "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "g"}}}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [budget])
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a"])
+    assert (outcome.nominated, names(cluster)) == ("a", {"g1", "g2", "top", "hi"})
+
+
+def test_a_budget_spent_by_an_eviction_not_shown_yet_protects_the_others() -> None:
+    """minAvailable 1 over g1 (on b) and g2 (on a). hi1 evicts g1; before the watch shows it, the
+    API server refuses g2 as well: hi2 must count g2 protected and evict x."""
+    from extender.framework.handle import WriteError
+
+    g1, g2 = running("g1", 1, 10, "b"), running("g2", 1, 5, "a")
+    for p in (g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default"},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}}}
+    engine, cluster = setup([make_node("a").alloc(gpu=3).obj(), make_node("b").alloc(gpu=1).obj()],
+                            [g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [budget])
+    evicted: list[str] = []
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        if name in ("g1", "g2") and {"g1", "g2"} & set(evicted):
+            raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.", conflict=True)
+        evicted.append(name)  # accepted; the watch has not shown it yet
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi1", 1, 100), ["b"]).nominated == "b"
+    outcome = filter_on(engine, cluster, pending("hi2", 1, 100), ["a"])
+    assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
+
+
+def test_more_victims_never_rank_cheaper_for_negative_priorities() -> None:
+    """a: two pods of priority -10 (1 GPU each); b: one of -10 (2 GPUs). hi needs 2 GPUs: b, one
+    victim - kube-scheduler sums each victim's priority plus 2^31, so a second victim always adds."""
+    nodes = [make_node("a").alloc(gpu=2).obj(), make_node("b").alloc(gpu=2).obj()]
+    engine, cluster = setup(nodes, [running("a1", 1, -10, "a"), running("a2", 1, -10, "a"), running("b1", 2, -10, "b")])
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"])
+    assert (outcome.nominated, names(cluster)) == ("b", {"a1", "a2", "hi"})
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:
