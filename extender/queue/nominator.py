@@ -99,6 +99,13 @@ class Nominator:
         with self._lock:
             return list(self._by_node.get(node, {}).values())
 
+    def nominations(self) -> dict[str, str]:
+        """UID -> node of every pod nominated now (those ``nominate`` made included; a copy)."""
+        if not self._node_of:
+            return {}
+        with self._lock:
+            return dict(self._node_of)
+
     def nominated_nodes(self) -> set[str]:
         if not self._by_node:
             return set()

@@ -83,6 +83,9 @@ class EngineHandle:
     def held_nodes(self) -> set[str]:
         return set(self.queue.held.held_nodes())  # the plugin's own
 
+    def nominations(self) -> Mapping[str, str]:
+        return self.queue.nominator.nominations()
+
     def held_version(self) -> Hashable:
         return self.queue.held.version()
 

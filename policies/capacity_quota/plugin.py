@@ -58,8 +58,11 @@ class _Table:
     """The use per namespace and what each pod not accounted on a node contributes, for one
     state of cache and holds."""
 
-    key: tuple[int, int, int, int]
+    key: tuple[Any, ...]
     quotas: dict[str, QuotaSpec]
+    snapshot: Any
+    """The snapshot the use was read from: ask ``Evictions.going`` about this one, so that what
+    is subtracted for pods evicted already is what the table counts."""
     in_use: dict[str, dict[str, int]] = field(default_factory=dict)
     admitted: dict[str, dict[str, int]] = field(default_factory=dict)
     """Pending pods out of the gate (in kube-scheduler's queue), per namespace."""
@@ -153,7 +156,9 @@ class CapacityQuota:
         reservations = self.handle.reservations
         held = reservations.held()
         snapshot = self.handle.snapshot()
-        key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held))
+        nominations = self.handle.nominations()
+        key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held),
+               self.handle.held_version())
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache
@@ -163,8 +168,8 @@ class CapacityQuota:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache
             self._follow_nodes(snapshot)
-            table = _Table(key, self.quotas(objects), {ns: dict(v) for ns, v in self._accounted.items()})
-            self._add_unbound(table, self._node_of.keys(), held, pending)
+            table = _Table(key, self.quotas(objects), snapshot, {ns: dict(v) for ns, v in self._accounted.items()})
+            self._add_unbound(table, self._node_of.keys(), held, pending, nominations)
             self._table_cache = table
         return table
 
@@ -202,7 +207,7 @@ class CapacityQuota:
 
     @staticmethod
     def _add_unbound(table: _Table, accounted: Collection[str], held: Sequence[tuple[str, PodInfo]],
-                     pending: Sequence[PodInfo]) -> None:
+                     pending: Sequence[PodInfo], nominations: Mapping[str, str]) -> None:
         """Count what is ``held``, nominated or admitted for pods not accounted on a node, and
         what ``pending`` pods ask for."""
         represented: set[str] = set()
@@ -216,7 +221,7 @@ class CapacityQuota:
             logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
             if p.uid in represented:
                 continue
-            if p.nominated_node_name:
+            if p.nominated_node_name or p.uid in nominations:  # shown, or made here and not shown yet
                 table.count(p.uid, p.namespace, p.requests)
             elif not _gated(p):
                 table.count(p.uid, p.namespace, p.requests, admitted=True)
@@ -244,7 +249,7 @@ class CapacityQuota:
             return None
         unit = self._unit(pod)
         gone = {p.uid for p in removed}
-        going = [g for uid, g in self.handle.evictions.going(self.handle.snapshot()).items() if uid not in gone]
+        going = [g for uid, g in self.handle.evictions.going(table.snapshot).items() if uid not in gone]
         used = table.used(admission, [u.uid for u in unit],
                           [*removed, *going, *self._accounted_already(unit, removed)])
         demand = logic.total(u.requests for u in unit)
@@ -280,12 +285,13 @@ class CapacityQuota:
         return Status.unschedulable(why) if why else Status()
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
-        snapshot = self.handle.snapshot()
+        table = self._table()
+        snapshot = table.snapshot
         going = self.handle.evictions.going(snapshot)
         wait = eviction.held_back(pod, snapshot, lambda victim: True, going.keys())  # borrowers: any priority
         if wait is not None:
             return None, wait
-        table, used, reclaiming = self._stance(pod, going)
+        used, reclaiming = self._stance(pod, table, going)
         gone = going.keys()
         candidates = []
         for name, st in statuses.items():
@@ -313,8 +319,9 @@ class CapacityQuota:
         takes a namespace with a quota below its ``min``, nor one of another namespace with a
         quota when the preemptor is beyond its own ``min`` - and drop the node when those left do
         not make room (Filter, this plugin's check included, on the node without them)."""
-        going = self.handle.evictions.going(self.handle.snapshot())
-        table, used, reclaiming = self._stance(pod, going)
+        table = self._table()
+        going = self.handle.evictions.going(table.snapshot)
+        used, reclaiming = self._stance(pod, table, going)
         if not table.quotas:
             return list(victims), Status()
         gone = going.keys()
@@ -333,19 +340,16 @@ class CapacityQuota:
                                             "their namespaces' quotas")
         return kept, Status()
 
-    def _stance(self, pod: PodInfo, going: Mapping[str, PodInfo] | None = None
-                ) -> tuple[_Table, dict[str, dict[str, int]], bool]:
-        """For preemption: the table, the use without ``pod`` and its group and without the pods
-        evicted already (``going``: ``Handle.evictions``, read now when not given), and whether
+    def _stance(self, pod: PodInfo, table: _Table, going: Mapping[str, PodInfo]
+                ) -> tuple[dict[str, dict[str, int]], bool]:
+        """For preemption: the use by ``table`` without ``pod`` and its group and without the pods
+        evicted already (``going``: ``Handle.evictions`` about ``table.snapshot``), and whether
         it reclaims (stays within its namespace's ``min``)."""
-        table = self._table()
         unit = self._unit(pod)
-        if going is None:
-            going = self.handle.evictions.going(self.handle.snapshot())
         used = table.used(False, [u.uid for u in unit], [*self._accounted_already(unit), *going.values()])
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
-        return table, used, reclaiming
+        return used, reclaiming
 
     def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
         """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
@@ -391,7 +395,7 @@ class CapacityQuota:
         """Per namespace with a quota, per resource: min, max (None: none), used, borrowed, lent,
         pending (milli-units)."""
         table = self._table()
-        going = self.handle.evictions.going(self.handle.snapshot()).values()
+        going = self.handle.evictions.going(table.snapshot).values()
         shares = logic.shares(table.quotas, table.used(False, removed=list(going)), table.waiting)
         return {ns: {r: {"min": s.min, "max": s.max, "used": s.used, "borrowed": s.borrowed, "lent": s.lent,
                          "pending": s.pending} for r, s in per.items()}

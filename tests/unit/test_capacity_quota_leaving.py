@@ -121,3 +121,54 @@ def test_a_node_ranks_by_the_pods_evicted_now(a_pods: list[tuple[str, int, int, 
     outcome = state.engine.filter(cluster.get_pod("t", "hi"), ["a", "b"])
     assert outcome.nominated == where
     assert before - {p["metadata"]["name"] for p in cluster.pods()} == evicted
+
+
+@pytest.mark.parametrize("watch", ["shows the nomination", "has not shown the nomination yet"])
+def test_a_nomination_counts_in_its_namespace_before_the_watch_shows_it(watch: str) -> None:
+    """b (min 2, max 2): p1 (2 GPUs) reclaims x1 and x2 from a and is nominated to n1. p2 (b,
+    1 GPU) would take b to 3, above its max: it is refused - it does not reclaim x3 too -
+    whether or not the watch has shown p1's nomination yet (held from the moment it is made)."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
+    evicted: list[str] = []
+    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
+    if watch != "shows the nomination":
+        cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    cluster.add_pod(pod("p1", "b", 0, gpu=2))
+    assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
+    assert sorted(evicted) == ["x1", "x2"]
+    cluster.add_pod(pod("p2", "b", 0, gpu=1))
+    outcome = state.engine.filter(cluster.get_pod("b", "p2"), ["n1"])
+    assert (outcome.nominated, sorted(evicted)) == (None, ["x1", "x2"])
+
+
+def test_the_watch_showing_an_evicted_pod_deleting_mid_check_does_not_count_it_again() -> None:
+    """As test_a_borrower_evicted_no_longer_counts_before_the_watch_tells, with the watch showing
+    x1 deleting while x5's check runs - after the quota table read its snapshot, before the
+    evictions are asked about one: x1 counts in neither (the evictions are asked about the
+    table's own snapshot)."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4})])
+    evicted: list[str] = []
+    watching(cluster, "has not shown the eviction yet", evicted)
+    cluster.add_pod(pod("p1", "b", 0))
+    assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
+    cluster.add_pod(pod("x5", "a", 0))
+    handle = state.engine.handle
+    real = handle.pending_pods
+
+    def pending_pods() -> Any:  # the table reads these after its snapshot: the watch delivers now
+        for name in evicted:
+            going = cluster.get_pod("a", name)
+            if not going["metadata"].get("deletionTimestamp"):
+                going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+                cluster.add_pod(going)
+        return real()
+
+    handle.pending_pods = pending_pods  # type: ignore[method-assign]
+    outcome = state.engine.filter(cluster.get_pod("a", "x5"), ["n2"])
+    assert outcome.failed == {} and outcome.feasible == ["n2"]
