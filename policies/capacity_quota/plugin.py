@@ -156,13 +156,14 @@ class CapacityQuota:
         reservations = self.handle.reservations
         held = reservations.held()
         snapshot = self.handle.snapshot()
-        nominations = self.handle.nominations()
         key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held),
                self.handle.held_version())
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache
+        # read after the key: a change meanwhile makes the next key differ (never a stale table)
         pending = self.handle.pending_pods()
+        nominations = self.handle.nominations()
         objects = self.handle.quotas()
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
