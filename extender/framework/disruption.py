@@ -39,25 +39,32 @@ class Budget:
     min_available: Any = None
     max_unavailable: Any = None
     disruptions_allowed: int | None = None
+    disrupted: frozenset[str] = frozenset()
+    """``status.disruptedPods``: names of the pods the API server evicted through this budget
+    that the disruption controller has not seen go yet (already out of ``disruptions_allowed``)."""
 
     @classmethod
     def from_object(cls, raw: Mapping[str, Any]) -> Budget:
         meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
         allowed = status.get("disruptionsAllowed")
+        disrupted = status.get("disruptedPods")
         return cls(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), spec.get("selector"),
                    spec.get("minAvailable"), spec.get("maxUnavailable"),
-                   allowed if isinstance(allowed, int) and "observedGeneration" in status else None)
+                   allowed if isinstance(allowed, int) and "observedGeneration" in status else None,
+                   frozenset(disrupted) if isinstance(disrupted, Mapping) else frozenset())
 
     def covers(self, pod: PodInfo) -> bool:
         return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
     def allowed(self, followed: Iterable[PodInfo], going: AbstractSet[str] = frozenset()) -> int:
         """How many more covered pods may be evicted: the status's ``disruptionsAllowed`` when
-        the disruption controller has written it, else counted as it counts - the covered pods
-        not terminal are expected, those on a node and not leaving (deleting, or evicted
-        already: UIDs in ``going``) healthy."""
+        the disruption controller has written it - less the covered pods evicted since (UIDs in
+        ``going``) that the status does not name in ``disruptedPods`` yet -, else counted as it
+        counts: the covered pods (``followed``: pending ones included) not terminal are
+        expected, those on a node and not leaving (deleting, or in ``going``) healthy."""
         if self.disruptions_allowed is not None:
-            return self.disruptions_allowed
+            unseen = sum(1 for p in followed if p.uid in going and p.name not in self.disrupted and self.covers(p))
+            return max(0, self.disruptions_allowed - unseen)
         expected = [p for p in followed if self.covers(p) and not p.terminal]
         healthy = sum(1 for p in expected if p.node_name and not p.deleting and p.uid not in going)
         if self.min_available is not None:

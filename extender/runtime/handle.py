@@ -115,7 +115,9 @@ class EngineHandle:
         budgets = self.cache.budgets()
         if not budgets or not victims:
             return set()
-        return violating(victims, budgets, self.cache.accounted_pods(), self.evictions.going(self.snapshot()).keys())
+        followed = {p.uid: p for p in self.cache.pending_pods()}  # a pending covered pod is unavailable
+        followed.update((p.uid, p) for p in self.cache.accounted_pods())
+        return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys())
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

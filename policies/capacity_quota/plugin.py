@@ -153,11 +153,10 @@ class CapacityQuota:
         Everything is read from the handle before the plugin's lock is taken, and nothing is
         read under it: Filter runs inside the cache's assume (cache lock held), and gang
         planning with the reservations' lock held, so this lock must be a leaf."""
-        reservations = self.handle.reservations
-        held = reservations.held()
+        held_version = self.handle.held_version()  # first: what is read after it is at least as new
+        held = self.handle.reservations.held()
         snapshot = self.handle.snapshot()
-        key = (self.handle.change_count(), snapshot.generation, reservations.version, len(held),
-               self.handle.held_version())
+        key = (self.handle.change_count(), snapshot.generation, held_version, len(held))
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache

@@ -172,3 +172,39 @@ def test_the_watch_showing_an_evicted_pod_deleting_mid_check_does_not_count_it_a
     handle.pending_pods = pending_pods  # type: ignore[method-assign]
     outcome = state.engine.filter(cluster.get_pod("a", "x5"), ["n2"])
     assert outcome.failed == {} and outcome.feasible == ["n2"]
+
+
+def test_a_nomination_made_while_the_quota_table_is_built_is_not_lost() -> None:
+    """As test_a_nomination_counts_in_its_namespace_before_the_watch_shows_it (b: min 2, max 2),
+    with p1's preemption (another request thread) finishing while a filter for y (namespace c)
+    builds the quota table - after it copied Handle.nominations(), before it read held_version()
+    for its key. The table must not be cached under the new version without p1: p2 (b, 1 GPU)
+    would then pass b's max and reclaim x3 too (b at 3 GPUs)."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
+    evicted: list[str] = []
+    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
+    cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    cluster.add_pod(pod("p1", "b", 0, gpu=2))
+    cluster.add_pod(pod("y", "c", 0))
+    cluster.add_pod(pod("p2", "b", 0, gpu=1))  # pending already
+    handle = state.engine.handle
+    real = handle.nominations
+    outcomes: list[Any] = []
+    started: list[bool] = []
+
+    def nominations() -> Any:
+        copy = real()
+        if not started:  # the other thread's cycle for p1 ends right now
+            started.append(True)
+            outcomes.append(state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]))
+        return copy
+
+    handle.nominations = nominations  # type: ignore[method-assign]
+    state.engine.filter(cluster.get_pod("c", "y"), ["n2"])
+    handle.nominations = real  # type: ignore[method-assign]
+    assert outcomes[0].nominated == "n1" and sorted(evicted) == ["x1", "x2"]
+    outcome = state.engine.filter(cluster.get_pod("b", "p2"), ["n1"])
+    assert (outcome.nominated, sorted(evicted)) == (None, ["x1", "x2"])

@@ -75,6 +75,19 @@ def test_allowances_count_the_pods_already_unavailable(spec: dict, how: str, vic
     assert len(violating(PODS[1:1 + victims], [budget], followed, going)) == expected
 
 
+@pytest.mark.parametrize("disrupted, victims, expected", [
+    pytest.param({}, 1, 1, id="evicted-not-in-the-status-yet"),
+    pytest.param({"w0": "2026-01-01T00:01:00Z"}, 1, 0, id="evicted-and-in-the-status"),
+])
+def test_a_status_allowance_less_the_evictions_it_does_not_show(disrupted: dict, victims: int, expected: int) -> None:
+    """The API server takes an eviction out of ``disruptionsAllowed`` and names the pod in
+    ``disruptedPods`` at once; the watch may show either later. A pod evicted (``going``) that
+    the status does not name yet is taken out here - once, not again when it does."""
+    budget = Budget.from_object({**pdb("b", "w", minAvailable=2),
+                                 "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "disruptedPods": disrupted}})
+    assert len(violating(PODS[1:1 + victims], [budget], PODS, {"u-w0"})) == expected
+
+
 def test_null_selector_covers_nothing() -> None:
     budget = Budget.from_object({"metadata": {"name": "b"}, "spec": {"minAvailable": 4}})
     assert violating(PODS, [budget], PODS) == set()

@@ -265,6 +265,55 @@ def test_a_budget_spent_by_an_eviction_not_shown_yet_protects_the_others() -> No
     assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
 
 
+def test_a_budget_spent_by_a_pending_covered_pod_protects_the_others() -> None:
+    """g1 and g2 share a budget of maxUnavailable 1; g0, a third covered pod (a ReplicaSet's
+    replacement, say), is pending: expected 3, healthy 2 - the disruption controller and the
+    memory cluster allow 0 evictions. g2 must count as protected, so x (8) is the victim, not
+    g2 (5), whose eviction the memory cluster refuses."""
+    g0 = make_pod("g0").uid("u-g0").req(gpu=1).priority(5).obj()
+    g1, g2 = running("g1", 1, 10, "a"), running("g2", 1, 5, "a")
+    for p in (g0, g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default"},
+              "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "g"}}}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [g0, g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [budget])
+    outcome = filter_on(engine, cluster, pending("hi", 1, 100), ["a"])
+    assert (outcome.nominated, names(cluster)) == ("a", {"g0", "g1", "g2", "top", "hi"})
+
+
+def test_a_budget_with_a_status_spent_by_an_eviction_not_shown_yet_protects_the_others() -> None:
+    """As test_a_budget_spent_by_an_eviction_not_shown_yet_protects_the_others, with the budget
+    as a real cluster has it: the disruption controller wrote status.disruptionsAllowed 1. hi1
+    evicts g1; the API server decrements the allowance (eviction.go) but neither the pod nor the
+    budget update has reached the watch: hi2 must count g2 protected and evict x."""
+    from extender.framework.handle import WriteError
+
+    g1, g2 = running("g1", 1, 10, "b"), running("g2", 1, 5, "a")
+    for p in (g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default", "generation": 1},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+              "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+                         "desiredHealthy": 1, "expectedPods": 2}}
+    engine, cluster = setup([make_node("a").alloc(gpu=3).obj(), make_node("b").alloc(gpu=1).obj()],
+                            [g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [budget])
+    evicted: list[str] = []
+    allowed = [1]
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        if name in ("g1", "g2"):
+            if allowed[0] == 0:
+                raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.", conflict=True)
+            allowed[0] -= 1  # the API server's status write; the watch has not shown it
+        evicted.append(name)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi1", 1, 100), ["b"]).nominated == "b"
+    outcome = filter_on(engine, cluster, pending("hi2", 1, 100), ["a"])
+    assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
+
+
 def test_more_victims_never_rank_cheaper_for_negative_priorities() -> None:
     """a: two pods of priority -10 (1 GPU each); b: one of -10 (2 GPUs). hi needs 2 GPUs: b, one
     victim - kube-scheduler sums each victim's priority plus 2^31, so a second victim always adds."""
