@@ -173,8 +173,9 @@ class MemoryCluster:
         does: the pod stays, still on its node, with ``metadata.deletionTimestamp`` and
         ``deletionGracePeriodSeconds`` - the grace asked for, else its
         ``spec.terminationGracePeriodSeconds``, else 30 - and ``kubelet`` removes it that many
-        seconds later. A pod with no node, a terminal one, or a grace of 0 goes at once;
-        deleting a pod already terminating changes nothing (its grace is not shortened)."""
+        seconds later. A pod with no node, a terminal one, or a grace of 0 (a force delete) goes
+        at once - a terminating one too; deleting a pod already terminating with any other grace
+        changes nothing (its grace is not shortened)."""
         with self._lock:
             self._kubelet = kubelet
 

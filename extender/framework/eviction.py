@@ -55,6 +55,10 @@ class Evictions:
             return dict(self._pods)
 
 
+NO_VICTIM = -(1 << 31) - 1
+"""Below every pod priority (int32): the top victim priority of a preemption that evicts nothing."""
+
+
 def leaving(pod: PodInfo, going: AbstractSet[str]) -> bool:
     """``pod`` is going away already: deleting, or evicted (its UID in ``going``:
     ``Evictions.going``). A preempting plugin counts such a pod of lower priority as a victim

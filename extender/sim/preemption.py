@@ -69,7 +69,11 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
     return int(value)
 
 
-def pdbs_from(objects: Iterable[Mapping[str, Any]], bound: Sequence[PodRecord]) -> list[PDB]:
+def pdbs_from(objects: Iterable[Mapping[str, Any]], bound: Sequence[PodRecord],
+              pending: Sequence[PodRecord] = ()) -> list[PDB]:
+    """The budgets preemption reads: a budget's ``status.disruptionsAllowed`` when it has one,
+    else counted as the disruption controller counts - the covered pods (``bound`` and
+    ``pending``) expected, the bound ones not being deleted healthy."""
     out = []
     for obj in objects:
         meta = obj.get("metadata") or {}
@@ -79,8 +83,8 @@ def pdbs_from(objects: Iterable[Mapping[str, Any]], bound: Sequence[PodRecord]) 
         if isinstance(status.get("disruptionsAllowed"), int):
             pdb.disruptions_allowed = status["disruptionsAllowed"]
         else:
-            expected = [p for p in bound if pdb.matches(p)]  # as the disruption controller counts
-            healthy = sum(1 for p in expected if not p.deleting)
+            healthy = sum(1 for p in bound if pdb.matches(p) and not p.deleting)
+            expected = [p for p in (*bound, *pending) if pdb.matches(p)]
             if spec.get("minAvailable") is not None:
                 pdb.disruptions_allowed = max(0, healthy - _scaled(spec["minAvailable"], len(expected), True))
             elif spec.get("maxUnavailable") is not None:

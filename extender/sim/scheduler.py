@@ -629,7 +629,9 @@ class Scheduler(Placement):
                 prec["result"] = "not eligible"
                 return "preemption: not eligible due to a terminating pod on the nominated node.", None, prec
         bound = [p for n in snap.nodes.values() for p in n.pods.values()]
-        pdbs: list[PDB] = pdbs_from(self.pdb_objects, bound)
+        with self._cond:  # the pods not on a node (those being bound are on one in the snapshot)
+            pending = [x.record for x in self.queue.pods.values() if x.state != q.BINDING]
+        pdbs: list[PDB] = pdbs_from(self.pdb_objects, bound, pending)
         dry = find_candidates(pod, snap, diag.statuses, lambda p, work, only: self._fits(p, work, nominated, only), pdbs,
                               self.rng, now, absent_are_candidates=self.cfg.absent_nodes_are_candidates,
                               min_pct=self.cfg.min_candidate_nodes_percentage,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework.eviction import leaving
+from extender.framework.eviction import NO_VICTIM, leaving
 from extender.framework.resources import format_milli
 from extender.framework.views import PodInfo
 
@@ -123,12 +123,8 @@ def importance(p: PodInfo) -> tuple[int, str, str]:
 
 def may_evict(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], reclaiming: bool) -> bool:
     """Is ``victim`` one ``preemptor`` may evict at all (the namespace's ``min`` is checked apart)?
-    ``reclaiming``: the preemptor stays within its namespace's ``min``."""
-    return not victim.deleting and eligible(victim, preemptor, quotas, reclaiming)
-
-
-def eligible(victim: PodInfo, preemptor: PodInfo, quotas: Mapping[str, QuotaSpec], reclaiming: bool) -> bool:
-    """``may_evict``'s rules, whether or not ``victim`` is leaving already."""
+    ``reclaiming``: the preemptor stays within its namespace's ``min``. Whether it is leaving
+    already is the caller's to tell (``victims_on``)."""
     if victim.namespace == preemptor.namespace or victim.namespace not in quotas:
         return victim.priority < preemptor.priority
     if reclaiming:
@@ -168,8 +164,9 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
                used: Mapping[str, Amounts], reclaiming: bool, fits: Callable[[Sequence[PodInfo]], bool],
                protected: AbstractSet[str] = frozenset(),
                going: AbstractSet[str] = frozenset()) -> tuple[PodInfo, ...] | None:
-    """The pods of one node to evict so ``preemptor`` fits, or None when no allowed eviction
-    makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
+    """The victims on one node that make ``preemptor`` fit - the pods to evict, and the pods
+    leaving already it counts on (``eviction.leaving`` tells them apart) -, or None when no
+    allowed eviction makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
     started) - those whose eviction a PodDisruptionBudget refuses (``protected``) last -, each
     only while its namespace stays at or above its ``min`` on every resource it holds, until
     ``fits(victims)``; then those whose return still lets it fit are spared, protected ones
@@ -179,8 +176,8 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     least important victims. Pods leaving already (deleting, or in ``going``) that the rules
     would let it evict are counted on first and never charged to their namespace's ``min``
     (``used`` no longer counts them): they cost no eviction; those not needed are spared last.
-    The victims and the sets compared count only the pods evicted now."""
-    free = [p for p in pods if leaving(p, going) and eligible(p, preemptor, quotas, reclaiming)]
+    The sets are compared by the pods evicted now only."""
+    free = [p for p in pods if leaving(p, going) and may_evict(p, preemptor, quotas, reclaiming)]
     allowed = sorted((p for p in pods if not leaving(p, going) and may_evict(p, preemptor, quotas, reclaiming)),
                      key=lambda p: (p.uid not in protected, importance(p)), reverse=True)
     best, refused = _victims(allowed, preemptor, quotas, used, fits, protected, free)
@@ -225,10 +222,6 @@ def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str],
     evicted = [v for v in victims if not leaving(v, going)]
     return (sum(v.uid in protected for v in evicted), max((v.priority for v in evicted), default=NO_VICTIM),
             len(evicted), sum(v.priority for v in evicted))
-
-
-NO_VICTIM = -(1 << 31) - 1
-"""Below every pod priority (int32): the top victim priority of a set that evicts nothing."""
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,9 @@ class CapacityQuota:
         pending = self.handle.pending_pods()
         nominations = self.handle.nominations()
         objects = self.handle.quotas()
+        # and the nodes after the pending pods: a pod bound in between is then in both (counted
+        # once, on its node), never in neither
+        snapshot = self.handle.snapshot()
         with self._lock:
             if self._table_cache is not None and self._table_cache.key == key:
                 return self._table_cache

@@ -20,17 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Sequence
 
-from extender.framework.eviction import leaving
+from extender.framework.eviction import NO_VICTIM, leaving
 from extender.framework.views import NodeInfo, PodInfo
 
 
 def importance(p: PodInfo) -> tuple[int, str, str]:
     """Sort key, most important first: higher priority, then earlier start."""
     return (-p.priority, p.start_time or "~", p.key)
-
-
-NO_VICTIM = -(1 << 31) - 1
-"""Below every pod priority (int32): the top victim priority of a candidate that evicts nothing."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +42,7 @@ class Candidate:
         top = max((v.priority for v in self.victims), default=NO_VICTIM)
         total = sum(v.priority + (1 << 31) for v in self.victims)  # as kube-scheduler: each victim adds
         earliest = min((v.start_time for v in self.victims if v.start_time), default="")
-        return (self.pdb_violations, top, total, len(self.victims),
-                _later_first(earliest) if self.victims else "", self.node)
+        return (self.pdb_violations, top, total, len(self.victims), _later_first(earliest), self.node)
 
 
 def _later_first(ts: str) -> str:

@@ -58,7 +58,7 @@ class ManagedPreemption:
             node = snapshot.get(name)
             if node is None:
                 continue
-            lower = [p for p in node.pods.values() if p.priority < pod.priority]
+            lower = [p for p in node.pods.values() if p.priority < pod.priority and not eviction.leaving(p, going)]
             protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
             found = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
                                      lambda: next(self._generations), protected, going)

@@ -433,3 +433,21 @@ def test_pods_being_evicted_are_not_counted_or_chosen_again_before_the_watch_tel
     assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
     assert state.engine.filter(cluster.get_pod("d", "p2"), ["n2"]).nominated is None
     assert "y" in alive(cluster)
+
+
+def test_a_pod_bound_while_the_use_is_read_counts_once() -> None:
+    """The watch binds nom (nominated) while the quota's use is being read - after the nodes were
+    read, before the pending pods: it is counted on its node, not lost between the two."""
+    app, cluster = quota_app([a_pod("b1", node="n1"), a_pod("nom", nominated="n1")])
+    handle = app.extensions["kube_extender"].engine.handle
+    original = handle.pending_pods
+
+    def pending_after_a_bind() -> Any:
+        handle.pending_pods = original
+        bound = cluster.get_pod("a", "nom")
+        bound["spec"]["nodeName"] = "n1"
+        cluster.add_pod(bound)
+        return original()
+
+    handle.pending_pods = pending_after_a_bind
+    assert used(app)["used"] == "2"
