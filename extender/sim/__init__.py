@@ -42,8 +42,8 @@ The packages:
 * ``workload``    workload files; ``report``: text, JSON and SVG reports; ``cli``: ``simulate``.
 
 Not emulated: volume, port, topology-spread and inter-pod-affinity plugins, DRA, QueueingHints
-(1.32+), asynchronous preemption (1.33+), graceful termination unless asked for (``graceful_termination``;
-without it deleted pods and victims disappear at once),
-PDB status bookkeeping, multiple profiles with different plugin sets, HTTP/2, proxies and the TLS
+(1.32+), asynchronous preemption (1.33+), graceful termination unless asked for
+(``graceful_termination``; without it deleted pods and victims disappear at once), PDB status
+bookkeeping, multiple profiles with different plugin sets, HTTP/2, proxies and the TLS
 ``serverName`` override.
 """

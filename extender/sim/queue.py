@@ -206,7 +206,10 @@ class SchedulingQueue:
     # ---- pending pods come and go -------------------------------------------------------------------------
 
     def add(self, record: PodRecord, now: float) -> QueuedPod:
-        qp = QueuedPod(record.uid, record, now, arrival=now)
+        return self._enqueue(QueuedPod(record.uid, record, now, arrival=now))
+
+    def _enqueue(self, qp: QueuedPod) -> QueuedPod:
+        """``qp`` becomes its pod's entry, through PreEnqueue: gated, it waits; else activeQ."""
         self.pods[qp.uid] = qp
         if qp.gated:
             qp.state = GATED
@@ -230,13 +233,7 @@ class SchedulingQueue:
         if qp is None:
             return None
         if qp.state == IN_FLIGHT:
-            fresh = QueuedPod(record.uid, record, now, arrival=qp.arrival, previous=qp)
-            self.pods[fresh.uid] = fresh
-            if fresh.gated:
-                fresh.state = GATED
-            else:
-                self._push_active(fresh)
-            return fresh
+            return self._enqueue(QueuedPod(record.uid, record, now, arrival=qp.arrival, previous=qp))
         qp.record = record
         if qp.state == GATED and not qp.gated:
             qp.timestamp = now

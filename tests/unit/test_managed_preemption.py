@@ -105,14 +105,9 @@ def test_no_preemption_when_some_node_fits() -> None:
     assert outcome.feasible == ["c"] and outcome.nominated is None and len(cluster.pods()) == 4
 
 
-@pytest.mark.parametrize("watch", ["shows the victim deleting", "has not shown the eviction yet"])
-def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watch: str) -> None:
-    """The watch lags the Eviction API's answer. Meanwhile the snapshot shows the victim running:
-    a second preemptor took it for a victim again (both counting what it frees) and the first,
-    asked again, evicted it again instead of waiting. Both must decide as once the watch shows
-    it deleting: hi2 (hi's priority) cannot have what low-a1 frees - hi's nomination holds it -
-    so it also needs low-a2 (priority 20, below b's 50) evicted, not low-a1 again."""
-    engine, cluster = setup(FULL, HOLDERS)
+def lagging_watch(cluster: MemoryCluster, watch: str) -> list[str]:
+    """Evictions the cluster accepts without deleting the pod: the watch shows it deleting
+    ("shows the victim deleting") or nothing yet; returns the names evicted, in order."""
     evicted: list[str] = []
 
     def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
@@ -123,6 +118,18 @@ def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watc
             cluster.add_pod(going)
 
     cluster.evict = evict  # type: ignore[method-assign]
+    return evicted
+
+
+@pytest.mark.parametrize("watch", ["shows the victim deleting", "has not shown the eviction yet"])
+def test_a_pod_evicted_already_is_no_victim_again_before_the_watch_shows_it(watch: str) -> None:
+    """The watch lags the Eviction API's answer. Meanwhile the snapshot shows the victim running:
+    a second preemptor took it for a victim again (both counting what it frees) and the first,
+    asked again, evicted it again instead of waiting. Both must decide as once the watch shows
+    it deleting: hi2 (hi's priority) cannot have what low-a1 frees - hi's nomination holds it -
+    so it also needs low-a2 (priority 20, below b's 50) evicted, not low-a1 again."""
+    engine, cluster = setup(FULL, HOLDERS)
+    evicted = lagging_watch(cluster, watch)
     assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
     second = filter_on(engine, cluster, pending("hi2", 2, 100), ["a", "b"])
     assert (second.nominated, evicted) == ("a", ["low-a1", "low-a2"]), "a's freed capacity is hi's"
@@ -137,16 +144,7 @@ def test_a_preemptor_that_outranks_the_nominee_waits_for_its_victims_instead_of_
     victim - as kube-scheduler's dry run counts a terminating lower-priority pod a victim. boss
     is nominated to a, waiting for low-a1; low-a2 (20) and mid-b (50) stay."""
     engine, cluster = setup(FULL, HOLDERS)
-    evicted: list[str] = []
-
-    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
-        evicted.append(name)
-        if watch.startswith("shows"):
-            going = cluster.get_pod(namespace, name)
-            going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
-            cluster.add_pod(going)
-
-    cluster.evict = evict  # type: ignore[method-assign]
+    evicted = lagging_watch(cluster, watch)
     assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
     boss = filter_on(engine, cluster, pending("boss", 2, 1000), ["a", "b"])
     assert (boss.nominated, evicted) == ("a", ["low-a1"])
