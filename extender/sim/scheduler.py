@@ -628,10 +628,7 @@ class Scheduler(Placement):
                     _terminating_by_preemption(p) and p.priority < pod.priority for p in node.pods.values()):
                 prec["result"] = "not eligible"
                 return "preemption: not eligible due to a terminating pod on the nominated node.", None, prec
-        bound = [p for n in snap.nodes.values() for p in n.pods.values()]
-        with self._cond:  # the pods not on a node (those being bound are on one in the snapshot)
-            pending = [x.record for x in self.queue.pods.values() if x.state != q.BINDING]
-        pdbs: list[PDB] = pdbs_from(self.pdb_objects, bound, pending)
+        pdbs = self.budgets(snap)
         dry = find_candidates(pod, snap, diag.statuses, lambda p, work, only: self._fits(p, work, nominated, only), pdbs,
                               self.rng, now, absent_are_candidates=self.cfg.absent_nodes_are_candidates,
                               min_pct=self.cfg.min_candidate_nodes_percentage,
@@ -657,6 +654,18 @@ class Scheduler(Placement):
         prec["victims"] = [v.key for v in best.victims]
         self._prepare_candidate(pod, best)
         return "", best.node, prec
+
+    def budgets(self, snap: Snapshot) -> list[PDB]:
+        """The PodDisruptionBudgets as DefaultPreemption reads them over ``snap``: every covered
+        pod expected - on a node in ``snap`` (assumed ones included), or pending, whatever its
+        scheduler -, those on a node and not being deleted healthy (when a budget has no
+        status)."""
+        bound = [p for n in snap.nodes.values() for p in n.pods.values()]
+        with self._cond:
+            raws = [raw for uid, raw in self._known.items()
+                    if not (raw.get("spec") or {}).get("nodeName") and not self.cache.is_assumed(uid)
+                    and (raw.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+        return pdbs_from(self.pdb_objects, bound, [PodRecord.from_raw(raw) for raw in raws])
 
     def _prepare_candidate(self, pod: PodRecord, best: Candidate) -> None:
         """``prepareCandidate``: delete the victims, clear lower-priority nominations to the node."""

@@ -196,3 +196,36 @@ def test_only_victims_of_kube_schedulers_preemption_make_a_nominee_wait() -> Non
     assert "not eligible due to a terminating pod" in second.message
     assert [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles][-1] == (30, "scheduled")
     assert ours.cluster.get_pod("default", "low-b") is not None
+
+
+BUDGET = {"metadata": {"name": "w", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": {"app": "w"}}, "minAvailable": "50%"}}
+
+
+def _covered(name: str, node: str = "", scheduler: str = "") -> dict:
+    builder = make_pod(name).uid(f"u-{name}").labels(app="w").req(cpu="1")
+    builder = builder.node(node) if node else builder
+    return (builder.scheduler(scheduler) if scheduler else builder).obj()
+
+
+def test_budgets_expect_every_covered_pod_once() -> None:
+    """As the disruption controller counts (minAvailable 50%): pending covered pods of any
+    scheduler are expected too (2 bound + 2 pending of another scheduler: none allowed), and a
+    pod assumed after an update during its own cycle is on its node, not also pending (1 bound
+    + 1 assumed: one allowed)."""
+    nodes = [make_node("n1").alloc(cpu="4").obj()]
+    ours = OurServer(nodes, [_covered("w0", "n1"), _covered("w1", "n1"), _covered("o0", scheduler="other"),
+                             _covered("o1", scheduler="other")])
+    scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], pdbs=[BUDGET])
+    (budget,) = scheduler.budgets(scheduler.cache.snapshot())
+    assert budget.disruptions_allowed == 0
+
+    ours = OurServer(nodes, [_covered("w0", "n1"), _covered("x")])
+    scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], pdbs=[BUDGET])
+    qp = scheduler.queue.pop()
+    assert qp is not None
+    ours.cluster.patch_pod_metadata("default", "x", annotations={"touched": "1"})  # a fresh entry for x
+    scheduler.cache.assume(qp.record, "n1")
+    scheduler.queue.binding(qp)
+    (budget,) = scheduler.budgets(scheduler.cache.snapshot())
+    assert budget.disruptions_allowed == 1
