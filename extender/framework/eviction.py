@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.handle import ClusterWriter, SnapshotView, WriteError
-from extender.framework.status import Status
+from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
 
 if TYPE_CHECKING:
@@ -77,14 +77,21 @@ def account(evicted: Sequence[PodInfo], waited: Sequence[PodInfo], what: str) ->
 
 
 def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo], bool],
-              going: AbstractSet[str] = frozenset()) -> Status | None:
+              going: AbstractSet[str] = frozenset(),
+              statuses: Mapping[str, Status] | None = None) -> Status | None:
     """Why ``pod`` may not preempt now (None: it may): its ``preemptionPolicy`` is Never, or pods
-    ``earlier`` accepts as victims of an earlier preemption for it still terminate on its
-    nominated node - deleting, or evicted and not shown deleting yet (UIDs in ``going``,
-    ``Evictions.going``) -: evicting more would take more than it needs."""
+    ``earlier`` accepts as victims are leaving its nominated node - deleting (its own victims,
+    or pods their owners deleted: what they free may be what it needs), or evicted and not shown
+    deleting yet (UIDs in ``going``, ``Evictions.going``) -: evicting more now may take more
+    than it needs. Unless Filter found that node ``UNSCHEDULABLE_AND_UNRESOLVABLE`` for it
+    (``statuses``): no wait there helps, and it may preempt elsewhere (as kube-scheduler's
+    ``PodEligibleToPreemptOthers``)."""
     if pod.preemption_policy == "Never":
         return Status.unschedulable("preemptionPolicy is Never")
     nominated = snapshot.get(pod.nominated_node_name) if pod.nominated_node_name else None
+    st = statuses.get(pod.nominated_node_name) if statuses is not None and nominated is not None else None
+    if st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+        return None
     if nominated is not None and any(leaving(p, going) and earlier(p) for p in nominated.pods.values()):
         return Status.unschedulable("waiting for earlier victims to terminate")
     return None

@@ -195,10 +195,11 @@ class Handle(Protocol):
     def held_nodes(self) -> set[str]:
         """The nodes where ``with_held`` may add something."""
 
-    def nominations(self) -> Mapping[str, str]:
-        """UID -> node of every pending pod nominated now, as ``with_held`` counts them: by its
+    def nominations(self) -> list[tuple[str, PodInfo]]:
+        """(node, pod) of every pending pod nominated now, as ``with_held`` counts them: by its
         ``status.nominatedNodeName``, or by a PostFilter of this process that the watch has not
-        shown yet (read-only). Added in API 1.2."""
+        shown yet - the pod itself perhaps not yet either (kube-scheduler's watch may show a pod
+        before ours). Added in API 1.2."""
 
     def held_version(self) -> Hashable:
         """Equal between two calls only if ``with_held`` adds the same to every node for every

@@ -99,12 +99,12 @@ class Nominator:
         with self._lock:
             return list(self._by_node.get(node, {}).values())
 
-    def nominations(self) -> dict[str, str]:
-        """UID -> node of every pod nominated now (those ``nominate`` made included; a copy)."""
-        if not self._node_of:
-            return {}
+    def nominations(self) -> list[tuple[str, PodInfo]]:
+        """(node, pod) of every pod nominated now (those ``nominate`` made included)."""
+        if not self._by_node:
+            return []
         with self._lock:
-            return dict(self._node_of)
+            return [(node, pod) for node, pods in self._by_node.items() for pod in pods.values()]
 
     def nominated_nodes(self) -> set[str]:
         if not self._by_node:

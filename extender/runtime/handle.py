@@ -83,7 +83,7 @@ class EngineHandle:
     def held_nodes(self) -> set[str]:
         return set(self.queue.held.held_nodes())  # the plugin's own
 
-    def nominations(self) -> Mapping[str, str]:
+    def nominations(self) -> list[tuple[str, PodInfo]]:
         return self.queue.nominator.nominations()
 
     def held_version(self) -> Hashable:

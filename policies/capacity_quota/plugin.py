@@ -210,24 +210,31 @@ class CapacityQuota:
 
     @staticmethod
     def _add_unbound(table: _Table, accounted: Collection[str], held: Sequence[tuple[str, PodInfo]],
-                     pending: Sequence[PodInfo], nominations: Mapping[str, str]) -> None:
-        """Count what is ``held``, nominated or admitted for pods not accounted on a node, and
-        what ``pending`` pods ask for."""
+                     pending: Sequence[PodInfo], nominations: Sequence[tuple[str, PodInfo]]) -> None:
+        """Count what is ``held``, nominated (``nominations``: ``Handle.nominations``) or
+        admitted for pods not accounted on a node, and what pending pods ask for (``pending``,
+        and nominated pods the cache does not hold yet)."""
+        nominated = {p.uid: p for _, p in nominations}
         represented: set[str] = set()
         for uid, placeholder in held:
             if uid not in accounted and placeholder.requests:
                 table.count(uid or placeholder.uid, placeholder.namespace, placeholder.requests)
                 represented.add(uid)
         for p in pending:
+            here = nominated.pop(p.uid, None) is not None  # nominated as with_held counts it (ours included)
             if not p.requests or p.deleting or p.terminal or p.uid in accounted:
                 continue
             logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
             if p.uid in represented:
                 continue
-            if p.nominated_node_name or p.uid in nominations:  # shown, or made here and not shown yet
+            if p.nominated_node_name or here:
                 table.count(p.uid, p.namespace, p.requests)
             elif not _gated(p):
                 table.count(p.uid, p.namespace, p.requests, admitted=True)
+        for p in nominated.values():  # nominated here before the watch showed the pod at all
+            if p.requests and p.uid not in accounted and p.uid not in represented:
+                logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
+                table.count(p.uid, p.namespace, p.requests)
 
     def _unit(self, pod: PodInfo) -> list[PodInfo]:
         """The pod, and the pending members of its pod group: judged as one."""
@@ -291,7 +298,7 @@ class CapacityQuota:
         table = self._table()
         snapshot = table.snapshot
         going = self.handle.evictions.going(snapshot)
-        wait = eviction.held_back(pod, snapshot, lambda victim: True, going.keys())  # borrowers: any priority
+        wait = eviction.held_back(pod, snapshot, lambda victim: True, going.keys(), statuses)  # borrowers: any priority
         if wait is not None:
             return None, wait
         used, reclaiming = self._stance(pod, table, going)

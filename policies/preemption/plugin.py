@@ -10,8 +10,9 @@ refused eviction makes that node fail and the next candidate is tried), sets the
 ``status.nominatedNodeName``, records Events on victims and preemptor, and the engine then holds
 the freed capacity for the nominated pod against lower-priority pods.
 
-No preemption for ``preemptionPolicy: Never``, and none while victims of an earlier preemption
-for this pod are still terminating on its nominated node. Pods evicted already (deleting, or
+No preemption for ``preemptionPolicy: Never``, and none while lower-priority pods are leaving
+its nominated node (``eviction.held_back``: its earlier victims, or pods their owners deleted)
+unless that node cannot take it any more. Pods evicted already (deleting, or
 evicted and not shown deleting yet: ``Handle.evictions``) are never evicted again: where a
 candidate's victims are all leaving, the pod is only nominated there (it waits for them, as
 kube-scheduler's own preemption does with terminating victims); what they free stays held for an
@@ -48,7 +49,7 @@ class ManagedPreemption:
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         snapshot = self.handle.snapshot()
         going = self.handle.evictions.going(snapshot).keys()
-        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority, going)
+        wait = eviction.held_back(pod, snapshot, lambda victim: victim.priority < pod.priority, going, statuses)
         if wait is not None:
             return None, wait
         candidates = []

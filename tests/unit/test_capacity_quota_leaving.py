@@ -208,3 +208,21 @@ def test_a_nomination_made_while_the_quota_table_is_built_is_not_lost() -> None:
     assert outcomes[0].nominated == "n1" and sorted(evicted) == ["x1", "x2"]
     outcome = state.engine.filter(cluster.get_pod("b", "p2"), ["n1"])
     assert (outcome.nominated, sorted(evicted)) == (None, ["x1", "x2"])
+
+
+def test_a_nomination_of_a_pod_the_watch_has_not_shown_counts_in_its_namespace() -> None:
+    """As test_a_nomination_counts_in_its_namespace_before_the_watch_shows_it, but p1 reaches
+    the extender in kube-scheduler's filter call before the extender's watch has shown p1 at all
+    (kube-scheduler's informer may be first): its nomination still counts in b's use."""
+    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
+                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
+    evicted: list[str] = []
+    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
+    cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    assert state.engine.filter(pod("p1", "b", 0, gpu=2), ["n1"]).nominated == "n1"  # not in the cluster yet
+    assert sorted(evicted) == ["x1", "x2"]
+    cluster.add_pod(pod("p2", "b", 0, gpu=1))
+    outcome = state.engine.filter(cluster.get_pod("b", "p2"), ["n1"])
+    assert (outcome.nominated, sorted(evicted)) == (None, ["x1", "x2"])

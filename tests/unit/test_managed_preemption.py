@@ -312,6 +312,26 @@ def test_a_budget_with_a_status_spent_by_an_eviction_not_shown_yet_protects_the_
     assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
 
 
+@pytest.mark.parametrize("ask, nominated, wait", [
+    pytest.param(2, "a", True, id="waits-for-a-pod-leaving-its-nominated-node"),
+    pytest.param(4, "a", False, id="no-wait-where-it-can-never-fit"),
+])
+def test_a_nominee_waits_for_pods_leaving_its_node_only_where_it_may_fit(ask: int, nominated: str, wait: bool) -> None:
+    """leaving (deleted by its owner) terminates on a (2 GPUs), hi's nominated node. While it
+    does, hi waits rather than evicting more - unless a can never take hi (it asks 4 GPUs: a is
+    UnschedulableAndUnresolvable for it), when hi preempts on b at once, as kube-scheduler's
+    PodEligibleToPreemptOthers allows."""
+    leaving = running("leaving", 1, 1, "a")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    nodes = [make_node("a").alloc(gpu=2).obj(), make_node("b").alloc(gpu=4).obj()]
+    engine, cluster = setup(nodes, [leaving, running("keep", 1, 1000, "a"), running("low", 4, 5, "b")])
+    hi = pending("hi", ask, 100)
+    hi["status"]["nominatedNodeName"] = nominated
+    outcome = filter_on(engine, cluster, hi, ["a", "b"])
+    assert outcome.nominated == (None if wait else "b")
+    assert ("low" in names(cluster)) is wait
+
+
 def test_more_victims_never_rank_cheaper_for_negative_priorities() -> None:
     """a: two pods of priority -10 (1 GPU each); b: one of -10 (2 GPUs). hi needs 2 GPUs: b, one
     victim - kube-scheduler sums each victim's priority plus 2^31, so a second victim always adds."""
