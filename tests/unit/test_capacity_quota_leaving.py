@@ -31,6 +31,24 @@ def app(nodes: list[dict], pods: list[dict], quotas: list[dict]) -> tuple[Any, M
     return create_app(config, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"], cluster
 
 
+def borrowers(*quotas: dict[str, Any], n2: int = 0) -> tuple[Any, MemoryCluster]:
+    """n1 (4 GPUs) is all namespace a's (min 0, max 4) borrowers x1..x4 (priority 1..4); n2 (empty,
+    ``n2`` GPUs) when asked; ``quotas`` besides a's."""
+    nodes = [make_node("n1").alloc(gpu=4).obj(), *([make_node("n2").alloc(gpu=n2).obj()] if n2 else [])]
+    return app(nodes, [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
+               [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}), *quotas])
+
+
+def unseen_writes(cluster: MemoryCluster, nominations: bool = True) -> list[str]:
+    """Evictions the API server accepts that the watch has not shown yet - and nominations too,
+    unless ``nominations`` is False; returns the names evicted, in order."""
+    evicted: list[str] = []
+    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
+    if nominations:
+        cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    return evicted
+
+
 def watching(cluster: MemoryCluster, watch: str, evicted: list[str]) -> None:
     def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
         evicted.append(name)
@@ -52,10 +70,7 @@ def test_reclaim_counts_a_borrower_already_leaving(watch: str, p2_priority: int,
     p1's priority or lower (its nomination): p2 outranking p1 needs no new eviction; p2 of p1's
     priority needs one more borrower evicted, not two (x1's GPU counted once, not as x1's and
     as p1's)."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 2})])
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 2}))
     evicted: list[str] = []
     watching(cluster, watch, evicted)
     cluster.add_pod(pod("p1", "b", 0))
@@ -88,10 +103,7 @@ def test_a_borrower_evicted_no_longer_counts_before_the_watch_tells(watch: str) 
     """p1 (b) reclaims x1 from a (min 0, max 4) on n1. x1's replacement x5 fits a's quota on n2
     (a uses 3 of its max 4; 4 of the 6 guaranteed are in use): docs say an evicted pod stops
     counting once the Eviction is accepted, not once the watch shows it deleting."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4})])
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4}), n2=2)
     evicted: list[str] = []
     watching(cluster, watch, evicted)
     cluster.add_pod(pod("p1", "b", 0))
@@ -128,14 +140,8 @@ def test_a_nomination_counts_in_its_namespace_before_the_watch_shows_it(watch: s
     """b (min 2, max 2): p1 (2 GPUs) reclaims x1 and x2 from a and is nominated to n1. p2 (b,
     1 GPU) would take b to 3, above its max: it is refused - it does not reclaim x3 too -
     whether or not the watch has shown p1's nomination yet (held from the moment it is made)."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
-    evicted: list[str] = []
-    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
-    if watch != "shows the nomination":
-        cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2}))
+    evicted = unseen_writes(cluster, nominations=watch != "shows the nomination")
     cluster.add_pod(pod("p1", "b", 0, gpu=2))
     assert state.engine.filter(cluster.get_pod("b", "p1"), ["n1"]).nominated == "n1"
     assert sorted(evicted) == ["x1", "x2"]
@@ -149,10 +155,7 @@ def test_the_watch_showing_an_evicted_pod_deleting_mid_check_does_not_count_it_a
     x1 deleting while x5's check runs - after the quota table read its snapshot, before the
     evictions are asked about one: x1 counts in neither (the evictions are asked about the
     table's own snapshot)."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=2).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4})])
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}), make_elastic_quota("d", min={"gpu": 4}), n2=2)
     evicted: list[str] = []
     watching(cluster, "has not shown the eviction yet", evicted)
     cluster.add_pod(pod("p1", "b", 0))
@@ -180,13 +183,8 @@ def test_a_nomination_made_while_the_quota_table_is_built_is_not_lost() -> None:
     builds the quota table - after it copied Handle.nominations(), before it read held_version()
     for its key. The table must not be cached under the new version without p1: p2 (b, 1 GPU)
     would then pass b's max and reclaim x3 too (b at 3 GPUs)."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
-    evicted: list[str] = []
-    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
-    cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2}), n2=1)
+    evicted = unseen_writes(cluster)
     cluster.add_pod(pod("p1", "b", 0, gpu=2))
     cluster.add_pod(pod("y", "c", 0))
     cluster.add_pod(pod("p2", "b", 0, gpu=1))  # pending already
@@ -214,13 +212,8 @@ def test_a_nomination_of_a_pod_the_watch_has_not_shown_counts_in_its_namespace()
     """As test_a_nomination_counts_in_its_namespace_before_the_watch_shows_it, but p1 reaches
     the extender in kube-scheduler's filter call before the extender's watch has shown p1 at all
     (kube-scheduler's informer may be first): its nomination still counts in b's use."""
-    state, cluster = app([make_node("n1").alloc(gpu=4).obj()],
-                         [pod(f"x{i}", "a", i, "n1") for i in range(1, 5)],
-                         [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
-                          make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2})])
-    evicted: list[str] = []
-    cluster.evict = lambda namespace, name, uid, grace=None: evicted.append(name)  # type: ignore[method-assign]
-    cluster.set_nominated_node = lambda namespace, name, node: None  # type: ignore[method-assign]
+    state, cluster = borrowers(make_elastic_quota("b", min={"gpu": 2}, max={"gpu": 2}))
+    evicted = unseen_writes(cluster)
     assert state.engine.filter(pod("p1", "b", 0, gpu=2), ["n1"]).nominated == "n1"  # not in the cluster yet
     assert sorted(evicted) == ["x1", "x2"]
     cluster.add_pod(pod("p2", "b", 0, gpu=1))
