@@ -63,6 +63,8 @@ class Budget:
         counts: the covered pods (``followed``: pending ones included) not terminal are
         expected, those on a node and not leaving (deleting, or in ``going``) healthy."""
         if self.disruptions_allowed is not None:
+            if not going:
+                return self.disruptions_allowed
             unseen = sum(1 for p in followed if p.uid in going and p.name not in self.disrupted and self.covers(p))
             return max(0, self.disruptions_allowed - unseen)
         expected = [p for p in followed if self.covers(p) and not p.terminal]

@@ -45,7 +45,10 @@ class Evictions:
 
     def going(self, snapshot: SnapshotView) -> dict[str, PodInfo]:
         """UID -> pod of the evicted pods ``snapshot`` still shows running on their node; those it
-        shows deleting or gone are forgotten (the snapshot tells from then on)."""
+        shows deleting or gone are forgotten (the snapshot tells from then on). Lock-free while
+        there are none (a dict's size is one read): quota checks ask on every request."""
+        if not self._pods:
+            return {}
         with self._lock:
             for uid, victim in list(self._pods.items()):
                 node = snapshot.get(victim.node_name)

@@ -36,8 +36,9 @@ class Nominator:
         self._unseen: set[str] = set()
         """UIDs nominated by ``nominate`` that no update has shown naming a node yet."""
         self._ended: dict[str, None] = {}
-        """UIDs whose last update showed them deleted, bound, deleting or terminal, oldest first
-        (the latest ``ENDED_KEPT``): ``nominate`` leaves them alone."""
+        """UIDs of pods an update showed deleted, bound, deleting or terminal, in the order they
+        first did (the latest ``ENDED_KEPT``; a pod never comes back pending): ``nominate`` leaves
+        them alone."""
         self.version = 0
         """Grows whenever a nomination starts, moves, ends or its pod changes (with the
         reservations' version: "is the same capacity held?")."""
@@ -58,10 +59,10 @@ class Nominator:
                 if uid in self._ended or (known is not None and known.nominated_node_name == nominated):
                     return  # gone, or shown nominated already: the cluster speaks for it
             elif pod is None or pod.node_name or pod.deleting or pod.terminal:
-                self._ended.pop(uid, None)
-                self._ended[uid] = None
-                if len(self._ended) > ENDED_KEPT:
-                    del self._ended[next(iter(self._ended))]
+                if uid not in self._ended:  # a bound pod's later updates change nothing here
+                    self._ended[uid] = None
+                    if len(self._ended) > ENDED_KEPT:
+                        del self._ended[next(iter(self._ended))]
             else:
                 self._ended.pop(uid, None)
             keep = ""

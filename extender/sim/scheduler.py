@@ -660,6 +660,8 @@ class Scheduler(Placement):
         pod expected - on a node in ``snap`` (assumed ones included), or pending, whatever its
         scheduler -, those on a node and not being deleted healthy (when a budget has no
         status)."""
+        if not self.pdb_objects:
+            return []
         bound = [p for n in snap.nodes.values() for p in n.pods.values()]
         with self._cond:
             raws = [raw for uid, raw in self._known.items()
