@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from copy import deepcopy as _deepcopy
+from dataclasses import replace
 import threading
 from collections import deque
 from importlib import resources as importlib_resources
@@ -32,9 +33,9 @@ from typing import Any, Callable, Mapping
 
 from extender.cluster.interfaces import ClusterEvents
 from extender.cluster.objects import load_file, load_objects
-from extender.framework.disruption import selector_matches
+from extender.framework.disruption import Budget
 from extender.framework.handle import WriteError
-from extender.framework.views import TERMINAL_PHASES, pod_key
+from extender.framework.views import TERMINAL_PHASES, PodInfo, pod_key
 from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,14 @@ DEFAULT_GRACE_SECONDS = 30
 Kubelet = Callable[[float, Callable[[], None]], str]
 """``(seconds, finish)``: run ``finish`` that many seconds from now - the kubelet ending a pod's
 graceful termination - and return that moment as the pod's ``deletionTimestamp`` (RFC 3339)."""
+
+
+def _budget_view(pod: Mapping[str, Any]) -> PodInfo | None:
+    """What a disruption budget reads of ``pod`` (its requests left out), None when malformed."""
+    try:
+        return PodInfo.from_pod(pod, ())
+    except (ValueError, TypeError, ArithmeticError):
+        return None
 
 
 def _key_of(obj: Mapping[str, Any]) -> str:
@@ -359,25 +368,15 @@ class MemoryCluster:
             self.delete_pod(namespace, name, grace_period_seconds)
 
     def _violates(self, pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-        meta = pdb.get("metadata") or {}
-        if (meta.get("namespace") or "default") != (pod["metadata"].get("namespace") or "default"):
+        """Would evicting ``pod`` go beyond ``pdb``'s allowance? Counted live, as the disruption
+        controller counts (``Budget.allowed``, the arithmetic the extender's preemption uses),
+        whatever status the object carries: this cluster writes none."""
+        budget = replace(Budget.from_object(pdb), disruptions_allowed=None)
+        target = _budget_view(pod)
+        if target is None or not budget.covers(target):
             return False
-        spec = pdb.get("spec") or {}
-        selector = spec.get("selector")
-        if not selector_matches(selector, pod["metadata"].get("labels") or {}):
-            return False
-        expected = [p for p in self._pods.values()
-                    if (p["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
-                    and selector_matches(selector, p["metadata"].get("labels") or {})
-                    and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
-        # healthy as the disruption controller counts: on a node and not being deleted
-        healthy = sum(1 for p in expected if (p.get("spec") or {}).get("nodeName")
-                      and not p["metadata"].get("deletionTimestamp"))
-        if isinstance(spec.get("minAvailable"), int):
-            return healthy - 1 < spec["minAvailable"]
-        if isinstance(spec.get("maxUnavailable"), int):
-            return healthy - 1 < len(expected) - spec["maxUnavailable"]
-        return False
+        followed = [v for v in map(_budget_view, self._pods.values()) if v is not None and budget.covers(v)]
+        return budget.allowed(followed) < 1
 
     def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:
         with self._lock:
