@@ -273,3 +273,16 @@ def test_max_unavailable_counts_the_pods_already_unavailable(unavailable: str, r
     else:
         cluster.evict("default", "b", "u-b")
         assert cluster.get_pod("default", "b")["metadata"]["deletionTimestamp"]
+
+
+def test_a_percentage_budget_is_counted_too() -> None:
+    """minAvailable 50% over two pods: one may go, the second not (the same arithmetic as the
+    extender's preemption, percentages included)."""
+    pods = [_bound("a"), _bound("b")]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "x"}
+    cluster, _ = _graceful(*pods, pdbs=[{"metadata": {"name": "x", "namespace": "default"},
+                                        "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "x"}}}}])
+    cluster.evict("default", "a", "u-a")
+    with pytest.raises(WriteError, match="disruption budget"):
+        cluster.evict("default", "b", "u-b")
