@@ -102,14 +102,17 @@ def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo],
 
 def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodInfo],
           why: Callable[[PodInfo], str] = lambda victim: "") -> int:
-    """Evict ``victims`` in order through the Eviction API with their grace period (each one
-    evicted is added to ``handle.evictions``), with a ``Preempted`` Event on each
-    (``why(victim)``, when not empty, ends its message). Stops at the first refusal (a
-    PodDisruptionBudget, say) and returns how many were evicted: 0 means nothing was lost and
-    another node may be tried; more means pods are gone here already."""
+    """Evict ``victims`` through the Eviction API with their grace period (each one evicted is
+    added to ``handle.evictions``), with a ``Preempted`` Event on each (``why(victim)``, when
+    not empty, ends its message): the ones a PodDisruptionBudget covers first (the API server
+    refuses only those, and may though the budget's status as watched allows it: the allowance
+    can be spent already), then the others, each in the given order. Stops at the first refusal
+    and returns how many were evicted: 0 means nothing was lost and another node may be tried;
+    more means pods are gone here already."""
     writer = handle.writer
     evicted = 0
-    for victim in victims:
+    covered = handle.budget_covered(victims)
+    for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
         grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
         handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
         try:

@@ -229,6 +229,11 @@ class Handle(Protocol):
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
         PodDisruptionBudget's allowance."""
 
+    def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
+        """UIDs of ``pods`` some PodDisruptionBudget covers: the pods whose eviction the API
+        server may refuse (a budget's allowance can be spent before the watch shows it).
+        Added in API 1.2."""
+
     def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
         """The PodGroup (``scheduling.x-k8s.io/v1alpha1``) ``namespace/name``; None when there is
         none (not created yet, or the CRD is not installed) or it is malformed (logged once by

@@ -119,6 +119,10 @@ class EngineHandle:
         followed.update((p.uid, p) for p in self.cache.accounted_pods())
         return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys())
 
+    def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
+        budgets = self.cache.budgets()
+        return {p.uid for p in pods if any(b.covers(p) for b in budgets)} if budgets else set()
+
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()
 

@@ -341,6 +341,33 @@ def test_more_victims_never_rank_cheaper_for_negative_priorities() -> None:
     assert (outcome.nominated, names(cluster)) == ("b", {"a1", "a2", "hi"})
 
 
+def test_a_covered_victim_is_evicted_first_so_a_refusal_loses_no_pod() -> None:
+    """The budget's status says one disruption is allowed, but the API server has spent it
+    already (an eviction whose budget update the watch has not shown): it refuses g. Both
+    victims are needed on a; u, uncovered and more important, would go first in the reprieve
+    order, and be lost for nothing when g is refused. The pods a budget covers - the only ones
+    the API server may refuse - are evicted first: the refusal comes before anything is lost."""
+    from extender.framework.handle import WriteError
+
+    u, g = running("u", 1, 20, "a"), running("g", 1, 10, "a")
+    g["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default", "generation": 1},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+              "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+                         "desiredHealthy": 1, "expectedPods": 2}}
+    engine, cluster = setup([make_node("a").alloc(gpu=2).obj()], [u, g], [budget])
+    tried: list[str] = []
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        tried.append(name)
+        if name == "g":
+            raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.", conflict=True)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a"])
+    assert (outcome.nominated, tried) == (None, ["g"])
+
+
 def test_a_pdb_refusing_the_eviction_moves_to_the_next_node() -> None:
     holders = [running("guarded", 2, 10, "a"), running("guarded-2", 2, 10, "a"), running("mid-b", 2, 50, "b")]
     for p in holders[:2]:
