@@ -56,16 +56,16 @@ class Budget:
     def covers(self, pod: PodInfo) -> bool:
         return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
-    def allowed(self, followed: Iterable[PodInfo], going: AbstractSet[str] = frozenset()) -> int:
+    def allowed(self, followed: Iterable[PodInfo], going: AbstractSet[str] = frozenset(),
+                evicted: Iterable[PodInfo] = ()) -> int:
         """How many more covered pods may be evicted: the status's ``disruptionsAllowed`` when
-        the disruption controller has written it - less the covered pods evicted since (UIDs in
-        ``going``) that the status does not name in ``disruptedPods`` yet -, else counted as it
-        counts: the covered pods (``followed``: pending ones included) not terminal are
-        expected, those on a node and not leaving (deleting, or in ``going``) healthy."""
+        the disruption controller has written it - less the covered pods ``evicted`` since
+        that the status does not name in ``disruptedPods`` (``Evictions.unnamed``: the status
+        is older than their evictions) -, else counted as it counts: the covered pods
+        (``followed``: pending ones included) not terminal are expected, those on a node and not
+        leaving (deleting, or UIDs in ``going``: evicted, not shown deleting yet) healthy."""
         if self.disruptions_allowed is not None:
-            if not going:
-                return self.disruptions_allowed
-            unseen = sum(1 for p in followed if p.uid in going and p.name not in self.disrupted and self.covers(p))
+            unseen = sum(1 for p in evicted if p.name not in self.disrupted and self.covers(p))
             return max(0, self.disruptions_allowed - unseen)
         expected = [p for p in followed if self.covers(p) and not p.terminal]
         healthy = sum(1 for p in expected if p.node_name and not p.deleting and p.uid not in going)
@@ -83,10 +83,11 @@ def _amount(value: Any, total: int) -> int:
 
 
 def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: Sequence[PodInfo],
-              going: AbstractSet[str] = frozenset()) -> set[str]:
+              going: AbstractSet[str] = frozenset(), evicted: Sequence[PodInfo] = ()) -> set[str]:
     """UIDs of the victims whose eviction goes beyond a budget's allowance (victims are charged
-    to their budgets in the given order, most important first; ``going``: see ``Budget.allowed``)."""
-    left = {(b.namespace, b.name): b.allowed(followed, going) for b in budgets}
+    to their budgets in the given order, most important first; ``going``, ``evicted``: see
+    ``Budget.allowed``)."""
+    left = {(b.namespace, b.name): b.allowed(followed, going, evicted) for b in budgets}
     out: set[str] = set()
     for v in victims:
         for b in budgets:

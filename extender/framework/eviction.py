@@ -13,6 +13,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
+from extender.framework.disruption import Budget
 from extender.framework.handle import ClusterWriter, SnapshotView, WriteError
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
@@ -21,6 +22,16 @@ if TYPE_CHECKING:
     from extender.framework.handle import Handle
 
 log = logging.getLogger(__name__)
+
+
+UNNAMED_FOR = 120.0
+"""Seconds an eviction counts against a budget status that does not name the pod (``unnamed``):
+the disruption controller drops a ``status.disruptedPods`` entry this long after the eviction
+(its DeletionTimeout), so by then any status it writes counts the pod as it is."""
+
+
+_UNNAMED_AT_MOST = 4096
+"""Evictions ``unnamed`` keeps at most (far more than two minutes of preemptions ever evict)."""
 
 
 class Evictions:
@@ -33,15 +44,52 @@ class Evictions:
 
     def __init__(self) -> None:
         self._pods: dict[str, PodInfo] = {}
+        self._unnamed: dict[str, tuple[PodInfo, float | None]] = {}
+        """UID -> (pod, when ``unnamed`` first saw it) of the evicted pods no budget status has
+        been seen to name yet."""
         self._lock = threading.Lock()
 
-    def add(self, victims: Iterable[PodInfo]) -> None:
+    def add(self, victims: Iterable[PodInfo], budgeted: AbstractSet[str] = frozenset()) -> None:
+        """``victims`` are being evicted; those whose UID is in ``budgeted`` (a budget covers
+        them) count for ``unnamed`` too."""
         with self._lock:
-            self._pods.update((v.uid, v) for v in victims)
+            for v in victims:
+                self._pods[v.uid] = v
+                if v.uid in budgeted:
+                    self._unnamed[v.uid] = (v, None)
+            while len(self._unnamed) > _UNNAMED_AT_MOST:  # the oldest first: a dict keeps order
+                del self._unnamed[next(iter(self._unnamed))]
 
     def discard(self, uid: str) -> None:
+        """The eviction was refused: nothing is going."""
         with self._lock:
             self._pods.pop(uid, None)
+            self._unnamed.pop(uid, None)
+
+    def unnamed(self, budgets: Sequence[Budget], now: float) -> list[PodInfo]:
+        """The evicted pods that a budget with a status covers and does not name in its
+        ``disruptedPods`` (``now``: the monotonic clock). The API server takes an eviction out of
+        ``disruptionsAllowed`` and names the pod there in one write; the budgets watch shows it
+        after the pods watch perhaps - the pod deleting, even gone -, and until then the
+        status's allowance has the eviction in it still (``Budget.allowed`` takes these out).
+        Once a status names the pod the pod is forgotten here: the disruption controller's later
+        statuses count it unhealthy or gone. A pod no status names within ``UNNAMED_FOR``
+        seconds of the first look (an eviction the API server made without its budget: an
+        unhealthy pod's, say; or the naming status missed by a re-list) is forgotten then."""
+        if not self._unnamed:
+            return []
+        out: list[PodInfo] = []
+        with self._lock:
+            for uid, (pod, since) in list(self._unnamed.items()):
+                if since is None:
+                    self._unnamed[uid] = (pod, now)
+                    since = now
+                covering = [b for b in budgets if b.covers(pod)]
+                if now - since >= UNNAMED_FOR or any(pod.name in b.disrupted for b in covering):
+                    del self._unnamed[uid]
+                elif any(b.disruptions_allowed is not None for b in covering):
+                    out.append(pod)
+        return out
 
     def going(self, snapshot: SnapshotView) -> dict[str, PodInfo]:
         """UID -> pod of the evicted pods ``snapshot`` still shows running on their node; those it
@@ -114,7 +162,7 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     covered = handle.budget_covered(victims)
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
         grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-        handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
+        handle.evictions.add((victim,), covered)  # first: from the API server's answer on, others must see it going
         try:
             writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
         except WriteError as exc:

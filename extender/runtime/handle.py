@@ -117,7 +117,8 @@ class EngineHandle:
             return set()
         followed = {p.uid: p for p in self.cache.pending_pods()}  # a pending covered pod is unavailable
         followed.update((p.uid, p) for p in self.cache.accounted_pods())
-        return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys())
+        return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys(),
+                         self.evictions.unnamed(budgets, self.clock.monotonic()))
 
     def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()

@@ -14,6 +14,7 @@ from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
 from extender.framework.disruption import Budget, violating
+from extender.framework.eviction import Evictions
 from extender.framework.views import PodInfo
 from extender.runtime.engine import Candidate
 
@@ -81,11 +82,53 @@ def test_allowances_count_the_pods_already_unavailable(spec: dict, how: str, vic
 ])
 def test_a_status_allowance_less_the_evictions_it_does_not_show(disrupted: dict, victims: int, expected: int) -> None:
     """The API server takes an eviction out of ``disruptionsAllowed`` and names the pod in
-    ``disruptedPods`` at once; the watch may show either later. A pod evicted (``going``) that
-    the status does not name yet is taken out here - once, not again when it does."""
+    ``disruptedPods`` at once; the watch may show either later. A pod evicted (``evicted``:
+    ``Evictions.unnamed``) that the status does not name yet is taken out here - once, not
+    again when it does - whether or not the pods watch shows it going (``going``)."""
     budget = Budget.from_object({**pdb("b", "w", minAvailable=2),
                                  "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "disruptedPods": disrupted}})
-    assert len(violating(PODS[1:1 + victims], [budget], PODS, {"u-w0"})) == expected
+    assert len(violating(PODS[1:1 + victims], [budget], PODS, {"u-w0"}, [PODS[0]])) == expected
+    assert len(violating(PODS[1:1 + victims], [budget], PODS, frozenset(), [PODS[0]])) == expected
+
+
+def status_budget(app: str, disrupted: dict[str, str] | None = None) -> Budget:
+    return Budget.from_object({**pdb("b", app, minAvailable=1), "status": {
+        "observedGeneration": 1, "disruptionsAllowed": 1, "disruptedPods": disrupted or {}}})
+
+
+UNNAMED = [  # (id, budgets at each look, seconds after the first look, counted at each look)
+    ("counted-until-a-status-names-it", [[status_budget("w")], [status_budget("w")],
+                                         [status_budget("w", {"w0": "t"})], [status_budget("w")]],
+     [0, 1, 2, 3], [True, True, False, False]),  # the last status dropped the name: not again
+    ("forgotten-when-no-status-names-it-in-time", [[status_budget("w")]] * 3, [0, 119, 120], [True, True, False]),
+    ("not-counted-without-a-status", [[Budget.from_object(pdb("b", "w", minAvailable=1))]], [0], [False]),
+    ("not-counted-where-no-budget-covers-it", [[status_budget("other")], [status_budget("w")]], [0, 1],
+     [False, True]),  # kept meanwhile: a budget seen later may cover it
+]
+
+
+@pytest.mark.parametrize("looks, seconds, counted", [c[1:] for c in UNNAMED], ids=[c[0] for c in UNNAMED])
+def test_an_eviction_counts_against_a_status_until_one_names_it(looks: list[list[Budget]], seconds: list[float],
+                                                                counted: list[bool]) -> None:
+    evictions = Evictions()
+    evictions.add([PODS[0]], {PODS[0].uid})
+    assert [evictions.unnamed(budgets, 1000.0 + t) == [PODS[0]] for budgets, t in zip(looks, seconds)] == counted
+
+
+def test_only_evictions_a_budget_covered_are_kept_and_at_most_4096() -> None:
+    evictions = Evictions()
+    evictions.add([PODS[0]])  # no budget covered it when it was evicted
+    assert evictions.unnamed([status_budget("w")], 0.0) == []
+    many = [PodInfo.from_pod(running(f"m{i}")) for i in range(4097)]
+    evictions.add(many, {p.uid for p in many})
+    assert evictions.unnamed([status_budget("w")], 0.0) == many[1:]
+
+
+def test_a_refused_eviction_is_not_counted() -> None:
+    evictions = Evictions()
+    evictions.add([PODS[0]], {PODS[0].uid})
+    evictions.discard(PODS[0].uid)
+    assert evictions.unnamed([status_budget("w")], 0.0) == []
 
 
 def test_null_selector_covers_nothing() -> None:

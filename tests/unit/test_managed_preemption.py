@@ -341,6 +341,43 @@ def test_more_victims_never_rank_cheaper_for_negative_priorities() -> None:
     assert (outcome.nominated, names(cluster)) == ("b", {"a1", "a2", "hi"})
 
 
+def test_a_budget_status_not_showing_an_eviction_protects_the_others_once_the_pod_shows_deleting() -> None:
+    """As test_a_budget_with_a_status_spent_by_an_eviction_not_shown_yet_protects_the_others,
+    with the pods watch ahead of the budgets watch (independent streams): g1 shows deleting at
+    once, the budget still has its status from before the eviction (allowance 1, g1 not in
+    disruptedPods). The eviction counts against that status until the status names g1: hi2
+    must count g2 protected and evict x, not pick g2 (refused: nothing lost, no nomination)."""
+    from extender.framework.handle import WriteError
+
+    g1, g2 = running("g1", 1, 10, "b"), running("g2", 1, 5, "a")
+    for p in (g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    budget = {"metadata": {"name": "g", "namespace": "default", "generation": 1},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+              "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+                         "desiredHealthy": 1, "expectedPods": 2}}
+    engine, cluster = setup([make_node("a").alloc(gpu=3).obj(), make_node("b").alloc(gpu=1).obj()],
+                            [g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [budget])
+    cluster.graceful(lambda seconds, finish: "2026-01-01T00:00:30Z")  # the kubelet never finishes here
+    evicted: list[str] = []
+    allowed = [1]
+    real_evict = cluster.evict
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        if name in ("g1", "g2"):
+            if allowed[0] == 0:
+                raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.", conflict=True)
+            allowed[0] -= 1  # the API server's status write; the budgets watch has not shown it
+        evicted.append(name)
+        real_evict(namespace, name, uid, grace)  # the pods watch shows it deleting
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    assert filter_on(engine, cluster, pending("hi1", 1, 100), ["b"]).nominated == "b"
+    assert cluster.get_pod("default", "g1")["metadata"].get("deletionTimestamp")
+    outcome = filter_on(engine, cluster, pending("hi2", 1, 100), ["a"])
+    assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
+
+
 def test_a_covered_victim_is_evicted_first_so_a_refusal_loses_no_pod() -> None:
     """The budget's status says one disruption is allowed, but the API server has spent it
     already (an eviction whose budget update the watch has not shown): it refuses g. Both
