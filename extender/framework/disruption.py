@@ -60,8 +60,8 @@ class Budget:
                 evicted: Iterable[PodInfo] = ()) -> int:
         """How many more covered pods may be evicted: the status's ``disruptionsAllowed`` when
         the disruption controller has written it - less the covered pods ``evicted`` since
-        that the status does not name in ``disruptedPods`` (``Evictions.unnamed``: the status
-        is older than their evictions) -, else counted as it counts: the covered pods
+        that it does not name in ``disruptedPods`` (``Evictions.unseen``: the status is the one
+        from before their evictions) -, else counted as it counts: the covered pods
         (``followed``: pending ones included) not terminal are expected, those on a node and not
         leaving (deleting, or UIDs in ``going``: evicted, not shown deleting yet) healthy."""
         if self.disruptions_allowed is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.disruption import Budget
@@ -24,70 +25,79 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-UNNAMED_FOR = 120.0
-"""Seconds an eviction counts against a budget status that does not name the pod (``unnamed``):
-the disruption controller drops a ``status.disruptedPods`` entry this long after the eviction
-(its DeletionTimeout), so by then any status it writes counts the pod as it is."""
+UNSEEN_FOR = 120.0
+"""Seconds at most an eviction counts against a budget status that has not changed since
+(``Evictions.unseen``): the disruption controller drops a ``status.disruptedPods`` entry this
+long after the eviction (its DeletionTimeout) and writes the status anew."""
 
-
-_UNNAMED_AT_MOST = 4096
-"""Evictions ``unnamed`` keeps at most (far more than two minutes of preemptions ever evict)."""
+_UNSEEN_AT_MOST = 4096
+"""Evictions ``unseen`` keeps at most (far more than two minutes of preemptions ever evict)."""
 
 
 class Evictions:
-    """Pods evicted through ``evict`` that the snapshot does not show deleting or gone yet. The
-    watch lags the Eviction API's answer: until it shows the deletion, the snapshot shows such a
-    pod running, and a plugin that preempts would take it for a victim to evict again (so that
-    two preemptors count the capacity it frees), count it as its namespace's use, or not wait
-    for it. Every preempting plugin reads ``going`` with the snapshot it decides on.
-    Thread-safe."""
+    """Pods evicted through ``evict`` that the watches do not show yet. The pods watch lags the
+    Eviction API's answer: until it shows the deletion, the snapshot shows such a pod running,
+    and a plugin that preempts would take it for a victim to evict again (so that two
+    preemptors count the capacity it frees), count it as its namespace's use, or not wait for
+    it - every preempting plugin reads ``going`` with the snapshot it decides on. The budgets
+    watch lags it too, on its own: ``unseen``. Thread-safe.
 
-    def __init__(self) -> None:
+    ``budgets``: the PodDisruptionBudgets as the watch shows them now; ``clock``: seconds, the
+    monotonic clock."""
+
+    def __init__(self, budgets: Callable[[], Sequence[Budget]] = tuple,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._pods: dict[str, PodInfo] = {}
-        self._unnamed: dict[str, tuple[PodInfo, float | None]] = {}
-        """UID -> (pod, when ``unnamed`` first saw it) of the evicted pods no budget status has
-        been seen to name yet."""
+        self._budgets = budgets
+        self._clock = clock
+        self._unseen: dict[str, tuple[PodInfo, float, tuple[Budget, ...]]] = {}
+        """UID -> (pod, when evicted, the budgets with a status that covered it then, as they
+        were then)."""
         self._lock = threading.Lock()
 
-    def add(self, victims: Iterable[PodInfo], budgeted: AbstractSet[str] = frozenset()) -> None:
-        """``victims`` are being evicted; those whose UID is in ``budgeted`` (a budget covers
-        them) count for ``unnamed`` too."""
+    def add(self, victims: Iterable[PodInfo]) -> None:
+        """``victims`` are being evicted (called before the Eviction: from the API server's
+        answer on, others must see them going)."""
+        victims = list(victims)
+        statuses = [b for b in self._budgets() if b.disruptions_allowed is not None]
+        at = self._clock()
         with self._lock:
             for v in victims:
                 self._pods[v.uid] = v
-                if v.uid in budgeted:
-                    self._unnamed[v.uid] = (v, None)
-            while len(self._unnamed) > _UNNAMED_AT_MOST:  # the oldest first: a dict keeps order
-                del self._unnamed[next(iter(self._unnamed))]
+                covering = tuple(b for b in statuses if b.covers(v))
+                if covering:
+                    self._unseen[v.uid] = (v, at, covering)
+            while len(self._unseen) > _UNSEEN_AT_MOST:  # the oldest first: a dict keeps order
+                del self._unseen[next(iter(self._unseen))]
 
     def discard(self, uid: str) -> None:
         """The eviction was refused: nothing is going."""
         with self._lock:
             self._pods.pop(uid, None)
-            self._unnamed.pop(uid, None)
+            self._unseen.pop(uid, None)
 
-    def unnamed(self, budgets: Sequence[Budget], now: float) -> list[PodInfo]:
-        """The evicted pods that a budget with a status covers and does not name in its
-        ``disruptedPods`` (``now``: the monotonic clock). The API server takes an eviction out of
-        ``disruptionsAllowed`` and names the pod there in one write; the budgets watch shows it
-        after the pods watch perhaps - the pod deleting, even gone -, and until then the
-        status's allowance has the eviction in it still (``Budget.allowed`` takes these out).
-        Once a status names the pod the pod is forgotten here: the disruption controller's later
-        statuses count it unhealthy or gone. A pod no status names within ``UNNAMED_FOR``
-        seconds of the first look (an eviction the API server made without its budget: an
-        unhealthy pod's, say; or the naming status missed by a re-list) is forgotten then."""
-        if not self._unnamed:
+    def unseen(self, budgets: Sequence[Budget]) -> list[PodInfo]:
+        """The evicted pods covered by a budget (of ``budgets``, the watch's now) whose status is
+        still the one it had when they were evicted. The API server takes an eviction out of
+        ``disruptionsAllowed`` and names the pod in ``disruptedPods`` in one write; the budgets
+        watch may show it after the pods watch shows the pod deleting, even gone, and until then
+        the status's allowance has the eviction in it still (``Budget.allowed`` takes these
+        out). Any status written since counts the eviction - naming the pod, or (the disruption
+        controller's) counting it unhealthy or gone -, so a pod is forgotten once its budget's
+        status differs, and ``UNSEEN_FOR`` seconds after its eviction at the latest (an eviction
+        the API server made without taking it out of the budget - an unhealthy pod's - leaves
+        the status as it was: it is taken out meanwhile, which may keep a victim protected
+        that long)."""
+        if not self._unseen:
             return []
+        now = self._clock()
+        current = {(b.namespace, b.name): b for b in budgets}
         out: list[PodInfo] = []
         with self._lock:
-            for uid, (pod, since) in list(self._unnamed.items()):
-                if since is None:
-                    self._unnamed[uid] = (pod, now)
-                    since = now
-                covering = [b for b in budgets if b.covers(pod)]
-                if now - since >= UNNAMED_FOR or any(pod.name in b.disrupted for b in covering):
-                    del self._unnamed[uid]
-                elif any(b.disruptions_allowed is not None for b in covering):
+            for uid, (pod, at, before) in list(self._unseen.items()):
+                if now - at >= UNSEEN_FOR or not any(current.get((b.namespace, b.name)) == b for b in before):
+                    del self._unseen[uid]
+                else:
                     out.append(pod)
         return out
 
@@ -162,7 +172,7 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     covered = handle.budget_covered(victims)
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
         grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-        handle.evictions.add((victim,), covered)  # first: from the API server's answer on, others must see it going
+        handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
         try:
             writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
         except WriteError as exc:

@@ -49,12 +49,15 @@ class EngineHandle:
     profiles: Profiles = field(default_factory=Profiles)
     """The frameworks by profile, installed once the plugins (built with this handle) are."""
 
-    evictions: Evictions = field(default_factory=Evictions)
-    """Pods evicted that the snapshot does not show going yet (every preempting plugin's)."""
+    evictions: Evictions = None  # type: ignore[assignment]
+    """Pods evicted that the watches do not show yet (every preempting plugin's); built over
+    ``cache``'s budgets and ``clock`` when not given."""
 
     def __post_init__(self) -> None:
         if self.queue is None:
             self.queue = SchedulingQueue(self.cache, self.clock)
+        if self.evictions is None:
+            self.evictions = Evictions(self.cache.budgets, self.clock.monotonic)
         self.cache.on_pod_change(self._pod_changed)
 
     def _pod_changed(self, uid: str, pod: PodInfo | None) -> None:
@@ -118,7 +121,7 @@ class EngineHandle:
         followed = {p.uid: p for p in self.cache.pending_pods()}  # a pending covered pod is unavailable
         followed.update((p.uid, p) for p in self.cache.accounted_pods())
         return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys(),
-                         self.evictions.unnamed(budgets, self.clock.monotonic()))
+                         self.evictions.unseen(budgets))
 
     def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()

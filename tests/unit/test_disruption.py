@@ -91,44 +91,57 @@ def test_a_status_allowance_less_the_evictions_it_does_not_show(disrupted: dict,
     assert len(violating(PODS[1:1 + victims], [budget], PODS, frozenset(), [PODS[0]])) == expected
 
 
-def status_budget(app: str, disrupted: dict[str, str] | None = None) -> Budget:
+def status_budget(app: str, allowed: int = 1, disrupted: dict[str, str] | None = None) -> Budget:
     return Budget.from_object({**pdb("b", app, minAvailable=1), "status": {
-        "observedGeneration": 1, "disruptionsAllowed": 1, "disruptedPods": disrupted or {}}})
+        "observedGeneration": 1, "disruptionsAllowed": allowed, "disruptedPods": disrupted or {}}})
 
 
-UNNAMED = [  # (id, budgets at each look, seconds after the first look, counted at each look)
-    ("counted-until-a-status-names-it", [[status_budget("w")], [status_budget("w")],
-                                         [status_budget("w", {"w0": "t"})], [status_budget("w")]],
-     [0, 1, 2, 3], [True, True, False, False]),  # the last status dropped the name: not again
-    ("forgotten-when-no-status-names-it-in-time", [[status_budget("w")]] * 3, [0, 119, 120], [True, True, False]),
-    ("not-counted-without-a-status", [[Budget.from_object(pdb("b", "w", minAvailable=1))]], [0], [False]),
-    ("not-counted-where-no-budget-covers-it", [[status_budget("other")], [status_budget("w")]], [0, 1],
-     [False, True]),  # kept meanwhile: a budget seen later may cover it
+BEFORE = status_budget("w", 2)
+"""The budget's status when w0 is evicted: two disruptions allowed."""
+
+UNSEEN = [  # (id, the budgets at each look, seconds after the eviction, w0 counted at each look)
+    ("counted-while-the-status-is-the-one-from-before", [[BEFORE], [status_budget("w", 2)]], [1, 119], [True, True]),
+    ("forgotten-once-a-status-names-it", [[status_budget("w", 1, {"w0": "t"})], [BEFORE]], [1, 2], [False, False]),
+    ("forgotten-once-the-controller-wrote-another", [[status_budget("w", 1)]], [1], [False]),  # w0 unhealthy
+    ("forgotten-120s-after-the-eviction", [[BEFORE]], [120], [False]),
+    ("forgotten-when-its-budget-is-gone", [[], [BEFORE]], [1, 2], [False, False]),
 ]
 
 
-@pytest.mark.parametrize("looks, seconds, counted", [c[1:] for c in UNNAMED], ids=[c[0] for c in UNNAMED])
-def test_an_eviction_counts_against_a_status_until_one_names_it(looks: list[list[Budget]], seconds: list[float],
-                                                                counted: list[bool]) -> None:
-    evictions = Evictions()
-    evictions.add([PODS[0]], {PODS[0].uid})
-    assert [evictions.unnamed(budgets, 1000.0 + t) == [PODS[0]] for budgets, t in zip(looks, seconds)] == counted
+@pytest.mark.parametrize("looks, seconds, counted", [c[1:] for c in UNSEEN], ids=[c[0] for c in UNSEEN])
+def test_an_eviction_counts_against_the_status_from_before_it_only(looks: list[list[Budget]], seconds: list[float],
+                                                                  counted: list[bool]) -> None:
+    """The API server's write and the disruption controller's later ones all count the eviction:
+    it is taken out of the status the budget had when it was made, and of no other."""
+    clock = [1000.0]
+    evictions = Evictions(lambda: [BEFORE], lambda: clock[0])
+    evictions.add([PODS[0]])
+    seen = []
+    for budgets, t in zip(looks, seconds):
+        clock[0] = 1000.0 + t
+        seen.append(evictions.unseen(budgets) == [PODS[0]])
+    assert seen == counted
 
 
-def test_only_evictions_a_budget_covered_are_kept_and_at_most_4096() -> None:
-    evictions = Evictions()
-    evictions.add([PODS[0]])  # no budget covered it when it was evicted
-    assert evictions.unnamed([status_budget("w")], 0.0) == []
-    many = [PodInfo.from_pod(running(f"m{i}")) for i in range(4097)]
-    evictions.add(many, {p.uid for p in many})
-    assert evictions.unnamed([status_budget("w")], 0.0) == many[1:]
+@pytest.mark.parametrize("budgets, kept", [
+    pytest.param([Budget.from_object(pdb("b", "w", minAvailable=1))], False, id="a-budget-without-status"),
+    pytest.param([status_budget("other")], False, id="no-budget-covers-it"),
+    pytest.param([BEFORE], True, id="a-status-covers-it"),
+])
+def test_only_an_eviction_a_status_covered_is_kept(budgets: list[Budget], kept: bool) -> None:
+    evictions = Evictions(lambda: budgets, lambda: 0.0)
+    evictions.add([PODS[0]])
+    assert (evictions.unseen(budgets) == [PODS[0]]) is kept
 
 
-def test_a_refused_eviction_is_not_counted() -> None:
-    evictions = Evictions()
-    evictions.add([PODS[0]], {PODS[0].uid})
+def test_a_refused_eviction_is_not_counted_and_at_most_4096_are_kept() -> None:
+    evictions = Evictions(lambda: [BEFORE], lambda: 0.0)
+    evictions.add([PODS[0]])
     evictions.discard(PODS[0].uid)
-    assert evictions.unnamed([status_budget("w")], 0.0) == []
+    assert evictions.unseen([BEFORE]) == []
+    many = [PodInfo.from_pod(running(f"m{i}")) for i in range(4097)]
+    evictions.add(many)
+    assert evictions.unseen([BEFORE]) == many[1:]
 
 
 def test_null_selector_covers_nothing() -> None:

@@ -378,6 +378,37 @@ def test_a_budget_status_not_showing_an_eviction_protects_the_others_once_the_po
     assert (outcome.nominated, evicted) == ("a", ["g1", "x"])
 
 
+def test_an_eviction_the_budget_status_shows_since_no_longer_protects_its_other_pods() -> None:
+    """g1, g2, g3 share a budget of minAvailable 1 (allowance 2). hi1 evicts g1; the budgets watch
+    then shows the API server's status (allowance 1, g1 named) and the disruption controller's
+    (allowance 1, g1 gone): both count the eviction, so 10 minutes later one more covered pod may
+    go - hi2 evicts g2 (priority 5), not x (priority 8)."""
+    def budget(allowed: int, healthy: int, disrupted: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"metadata": {"name": "g", "namespace": "default", "generation": 1},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+                "status": {"observedGeneration": 1, "disruptionsAllowed": allowed, "currentHealthy": healthy,
+                           "desiredHealthy": 1, "expectedPods": 3, **({"disruptedPods": disrupted} if disrupted else {})}}
+
+    covered = [running("g1", 1, 10, "b"), running("g2", 1, 5, "a"), running("g3", 1, 10, "c")]
+    for p in covered:
+        p["metadata"]["labels"] = {"app": "g"}
+    clock = FakeClock()
+    objs = cluster_objects([make_node("a").alloc(gpu=3).obj(), make_node("b").alloc(gpu=1).obj(),
+                            make_node("c").alloc(gpu=1).obj()],
+                           [*covered, running("x", 1, 8, "a"), running("top", 1, 1000, "a")])
+    objs["PodDisruptionBudget"] = [budget(2, 3)]
+    cluster = MemoryCluster(objs)
+    config = config_of(profiles=[{"schedulerName": "default-scheduler",
+                                  "plugins": {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}}])
+    engine = create_app(config, source=cluster, clock=clock, background=False).extensions["kube_extender"].engine
+    assert filter_on(engine, cluster, pending("hi1", 1, 100), ["b"]).nominated == "b"
+    engine.cache.upsert_pdb(budget(1, 3, {"g1": "2026-01-01T00:00:00Z"}))  # the Eviction API's write
+    engine.cache.upsert_pdb(budget(1, 2))  # the disruption controller's, g1 gone
+    clock.advance(600)
+    assert filter_on(engine, cluster, pending("hi2", 1, 100), ["a"]).nominated == "a"
+    assert {"x"} <= names(cluster) and "g2" not in names(cluster)
+
+
 def test_a_covered_victim_is_evicted_first_so_a_refusal_loses_no_pod() -> None:
     """The budget's status says one disruption is allowed, but the API server has spent it
     already (an eviction whose budget update the watch has not shown): it refuses g. Both
