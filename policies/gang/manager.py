@@ -52,14 +52,24 @@ Members = Mapping[str, bool]
 @dataclass(frozen=True)
 class BoundMembers:
     """The members of a group the cluster shows bound, as counts kept elsewhere (the cache's):
-    how many there are and whether one is (O(1) each), so Permit never lists the group."""
+    how many there are now and whether one is (O(1) each), so Permit never lists the group;
+    and whether a pod is a member still (a pod let go that is gone since - deleted, or done -
+    counts no more)."""
 
-    count: int
+    count: Callable[[], int]
     is_bound: Callable[[str], bool]
+    is_member: Callable[[str], bool] = lambda uid: True
 
     @staticmethod
     def of(members: Members) -> BoundMembers:
-        return BoundMembers(sum(1 for b in members.values() if b), lambda uid: members.get(uid, False))
+        """Over a fixed listing (``members`` names the bound ones; a pod it does not name may be
+        a member on its way)."""
+        bound = sum(1 for b in members.values() if b)
+        return BoundMembers(lambda: bound, lambda uid: members.get(uid, False))
+
+
+_RECOUNTS = 3
+"""Times ``permit`` reads the bound members again when a member was shown bound while it read."""
 
 
 class Verdict(enum.Enum):
@@ -165,8 +175,8 @@ class GroupManager(Generic[W]):
                members: Members | BoundMembers) -> PermitDecision[W]:
         """Member ``uid``, now in the waiting room, asks to go. It joins the group's waiting
         members and is counted in the same step, so of two members arriving together the later
-        always sees the earlier. ALLOW when those waiting, those let go before and those
-        ``members`` shows bound reach ``needed`` (the members allowed leave the waiting ones and
+        always sees the earlier. ALLOW when those waiting, those let go before (members still:
+        one deleted since counts no more) and those ``members`` shows bound reach ``needed`` (the members allowed leave the waiting ones and
         are remembered as let go); else WAIT. Denied, never allowed, when ``needed`` is None or
         the group is backing off: part of a group never goes.
 
@@ -182,14 +192,20 @@ class GroupManager(Generic[W]):
         with self._lock:
             if self._backoff_until.get(group, 0.0) > self._clock():
                 return PermitDecision(Verdict.BACKING_OFF)  # a member failed since the look above
-            allowed = {u for u in self._allowed.get(group, ()) if not bound.is_bound(u)}
+            # the count first, then which let-go members are bound: one bound in between is
+            # counted neither way (one count too few: safe); read again until nothing moved
+            for _ in range(_RECOUNTS):
+                count = bound.count()
+                allowed = {u for u in self._allowed.get(group, ()) if bound.is_member(u) and not bound.is_bound(u)}
+                if bound.count() == count:
+                    break
             mark = self._room_left() if self._room_left is not None else None
             uids = self._waiting.get(group)
             if mark is not None and uids is not None and self._seen.get(group) == mark:
                 uids[uid] = None  # nobody left the room since they were all seen there: all wait
                 # at most this many let go or bound and not waiting (exact unless a waiting one
                 # is shown bound): below ``needed``, the exact count is too
-                most = bound.count - bound.is_bound(uid) + len(allowed - uids.keys())
+                most = count - bound.is_bound(uid) + len(allowed - uids.keys())
                 if not logic.ready(len(uids), most, needed):
                     self._keep_allowed(group, allowed)
                     return PermitDecision(Verdict.WAIT, counted=len(uids) + most)
@@ -197,7 +213,7 @@ class GroupManager(Generic[W]):
             if mark is not None:
                 self._seen[group] = mark
             held = {u for u, _ in waiting} | {uid}
-            placed = bound.count - sum(1 for u in held if bound.is_bound(u)) + len(allowed - held)
+            placed = count - sum(1 for u in held if bound.is_bound(u)) + len(allowed - held)
             if logic.ready(len(waiting) + 1, placed, needed):
                 self._allowed[group] = allowed | held
                 # let go: they leave the waiting ones

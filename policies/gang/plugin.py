@@ -130,7 +130,8 @@ class Gang:
         def is_bound(uid: str) -> bool:
             state = self.handle.group_member(*group, uid)
             return state is not None and state.bound
-        return BoundMembers(self.handle.group_count(*group).bound, is_bound)
+        return BoundMembers(lambda: self.handle.group_count(*group).bound, is_bound,
+                            lambda uid: self.handle.group_member(*group, uid) is not None)
 
     def _undefined(self, group: Group) -> Status:
         return Status.unresolvable(f"pod group {group[1]} is not defined: create PodGroup {group[1]} "
