@@ -8,7 +8,7 @@ the pod's own plugins are still deciding is kept and applied when they are done 
 
 After ``settle`` a WaitingPod lists the plugins that asked it to wait, each with a deadline. It
 is released when every one of them has called ``allow``, denied as soon as one calls
-``reject``, and denied when the earliest deadline passes. ``wait`` blocks the bind request's
+``reject``, and denied when the earliest deadline of those still pending passes. ``wait`` blocks the bind request's
 thread until then.
 """
 
@@ -74,13 +74,18 @@ class WaitingPod:
                 self._done.set()
 
     def wait(self, budget: float) -> Status:
-        """Block until allowed, rejected, the earliest plugin deadline, or ``budget`` seconds (the
-        remaining time is read from the clock once, then waited for in real time)."""
+        """Block until allowed, rejected, the earliest deadline of the plugins still pending, or
+        ``budget`` seconds (the remaining time is read from the clock once, then waited for in
+        real time; when the plugin whose deadline came first allowed the pod meanwhile, as long
+        again as the next deadline is later - as kube-scheduler stops a plugin's timer when it
+        allows)."""
         with self._lock:
             self._cutoff = self.clock.monotonic() + budget
-        remaining = self._timeout_at() - self.clock.monotonic()
-        if remaining > 0:
-            self._done.wait(remaining)
+        deadline = self._timeout_at()
+        remaining = deadline - self.clock.monotonic()
+        while remaining > 0 and not self._done.wait(remaining):
+            later = self._timeout_at()
+            remaining, deadline = later - deadline, later
         return self._time_out()
 
     def expire(self) -> bool:

@@ -125,6 +125,42 @@ def test_expire_times_a_pod_out_only_once_settled_and_past_its_deadline() -> Non
     assert st.code is Code.UNSCHEDULABLE and st.plugin == "A"
 
 
+def test_a_pod_one_plugin_allowed_waits_for_the_deadline_of_the_plugin_still_pending() -> None:
+    """A asks for 0.05 s, B for 100 s; A allows the pod while its bind waits. The pod is not
+    timed out at A's deadline (kube-scheduler stops A's timer when A allows): it waits on for B,
+    which allows it."""
+    import threading
+
+    from extender.framework import PodInfo, Status
+    from extender.framework.clock import FakeClock
+    from extender.runtime.waiting_pods import WaitingPod
+
+    wp = WaitingPod(PodInfo("u", "default", "p"), "n", FakeClock())
+    assert wp.settle({"A": 0.05, "B": 100.0}) is None
+    done = wp._done  # A allows the pod while ``wait`` waits, deterministically
+    woken = threading.Event()
+
+    class AllowedWhileWaiting:
+        def wait(self, timeout: float | None = None) -> bool:
+            if not woken.is_set():
+                woken.set()
+                wp.allow("A")
+            return done.wait(timeout)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(done, name)
+
+    wp._done = AllowedWhileWaiting()  # type: ignore[assignment]
+    result: list[Status] = []
+    thread = threading.Thread(target=lambda: result.append(wp.wait(1000.0)), daemon=True)
+    thread.start()
+    thread.join(0.5)  # A's 0.05 s have passed in real time: still waiting, for B
+    assert woken.is_set() and result == []
+    wp.allow("B")
+    thread.join(5)
+    assert result and result[0].ok
+
+
 def test_a_real_permit_plugin_gang_lets_a_group_bind_together_and_times_it_out_whole() -> None:
     """The harness with a built-in plugin that waits in Permit: the first member waits until the
     second arrives (its bind allows both); a group that never completes is denied at the deadline."""
