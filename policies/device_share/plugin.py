@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -32,7 +32,11 @@ from extender.framework.registration import PluginSpec
 from extender.framework.registration import schema_parser as parser
 from policies.device_share import logic
 from policies.device_share.args import DeviceShareArgs, DeviceShareArgsSchema
-from policies.device_share.rows import DeviceRows
+from policies.device_share.rows import EXACT, DeviceRows
+
+Reserved = Mapping[str, tuple[str, tuple[logic.Grant, ...]]]
+"""This process's reservations: pod UID -> (node, grants)."""
+
 
 NAME = "DeviceShare"
 log = logging.getLogger(__name__)
@@ -49,7 +53,9 @@ class DeviceShare:
         self.inventory_key = handle.annotation_prefix + args.inventory_annotation
         self.devices_key = handle.annotation_prefix + "devices"
         self._lock = threading.RLock()
-        self._reserved: dict[str, tuple[str, tuple[logic.Grant, ...]]] = {}
+        self._reserved: Reserved = {}
+        """This process's reservations by pod UID; replaced, never changed in place, so a
+        rejection's Status made later reads the reservations its filter read."""
         self._version = 0
         self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
         self._rows: DeviceRows | None = None
@@ -113,8 +119,8 @@ class DeviceShare:
             log.warning("ignoring a malformed device inventory", extra={"node": node, "source": source,
                                                                        "error": str(exc)})
 
-    def _grants_of(self, pod: PodInfo, node_name: str) -> tuple[logic.Grant, ...] | None:
-        reserved = self._reserved.get(pod.uid)
+    def _grants_of(self, pod: PodInfo, node_name: str, reservations: Reserved) -> tuple[logic.Grant, ...] | None:
+        reserved = reservations.get(pod.uid)
         text = pod.annotations.get(self.devices_key)
         if text:
             try:
@@ -122,8 +128,9 @@ class DeviceShare:
                 if doc.get("node") == node_name:
                     grants = logic.grants_of(doc.get("containers"))
                     if grants is not None:
-                        if reserved is not None:  # the cluster now carries what Reserve chose
-                            self._reserved.pop(pod.uid, None)
+                        if reserved is not None and reservations is self._reserved:
+                            # the cluster now carries what Reserve chose
+                            self._reserved = {u: e for u, e in reservations.items() if u != pod.uid}
                         return grants
             except (ValueError, AttributeError):
                 pass
@@ -134,11 +141,14 @@ class DeviceShare:
             return logic.grants_of(alloc.extra.get("devices"))
         return None
 
-    def node_devices(self, node: NodeInfo, exclude: str = "") -> NodeDevices:
-        """Inventory, usage and holders of ``node``, leaving out pod ``exclude``."""
+    def node_devices(self, node: NodeInfo, exclude: str = "", reservations: Reserved | None = None) -> NodeDevices:
+        """Inventory, usage and holders of ``node``, leaving out pod ``exclude``, with this
+        process's ``reservations`` as they were (the current ones when None)."""
         with self._lock:
+            current = reservations is None or reservations is self._reserved
+            reserved = self._reserved if reservations is None else reservations
             memo_key = (node.generation, self._version)
-            cacheable = node.generation >= 0 and (not exclude or exclude not in node.pods)
+            cacheable = current and node.generation >= 0 and (not exclude or exclude not in node.pods)
             if cacheable:
                 cached = self._memo.get(node.name)
                 if cached is not None and cached[0] == memo_key:
@@ -151,7 +161,7 @@ class DeviceShare:
                 if uid == exclude:
                     continue
                 pod = node.pods[uid]
-                grants = self._grants_of(pod, node.name)
+                grants = self._grants_of(pod, node.name, reserved)
                 if grants is None:
                     unplaced.append(pod)
                     continue
@@ -205,10 +215,14 @@ class DeviceShare:
     # ---- extension points -------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self._filter(state, pod, node, None)
+
+    def _filter(self, state: CycleState, pod: PodInfo, node: NodeInfo, reservations: Reserved | None) -> Status:
+        """``filter`` with this process's ``reservations`` as they were (None: as they are)."""
         asks = self._asks(state, pod)
         if not asks:
             return Status()
-        devices, usage, _ = self.node_devices(node, exclude=pod.uid)
+        devices, usage, _ = self.node_devices(node, exclude=pod.uid, reservations=reservations)
         if not devices:
             code, reason = self._wording(logic.Lack(True, False, ""))
             return Status(code, (reason,), detail=f"no device inventory: neither the {self.inventory_key} "
@@ -251,7 +265,8 @@ class DeviceShare:
         asks = self._asks(state, pod)
         if not asks:
             return []
-        if len(asks) != 1 or (batch.held and np.isin(batch.rows, batch.columns.rows_of(list(batch.held))).any()):
+        if len(asks) != 1 or not _exact(asks[0]) or \
+                (batch.held and np.isin(batch.rows, batch.columns.rows_of(list(batch.held))).any()):
             return None
         columns, rows, node = batch.columns, batch.rows, batch.nodes
         with self._lock:
@@ -261,12 +276,13 @@ class DeviceShare:
             found = logic.lacks(asks[0], table.listed[rows], table.healthy[rows], table.idle[rows],
                                 table.free_memory[rows], table.free_compute[rows], table.memory[rows],
                                 table.compute[rows])
+            reservations = self._reserved  # what the rows were made with (replaced on change)
         assert node is not None  # _table checked
 
         def status_at(k: int) -> Status:
             info = node(columns.names_at(rows[k:k + 1])[0])
             assert info is not None  # its row was made from it
-            st = self.filter(CycleState(), pod, info)
+            st = self._filter(CycleState(), pod, info, reservations)
             return st if st.plugin == NAME else st.with_plugin(NAME)
 
         out = []
@@ -284,7 +300,7 @@ class DeviceShare:
         asks = self._asks(state, pod)
         if not asks:
             return np.zeros(len(batch), np.int64)
-        if len(asks) != 1:
+        if len(asks) != 1 or not _exact(asks[0]):
             return None
         rows = batch.rows
         with self._lock:
@@ -386,11 +402,13 @@ class DeviceShare:
         """Record (None: drop) this process's reservation for pod ``uid`` (lock held). Usage read
         from reservations changes on the nodes of the old and the new one: the memo of every node
         and the batch rows of those nodes are made again."""
-        old = self._reserved.pop(uid, None)
+        reserved = dict(self._reserved)
+        old = reserved.pop(uid, None)
         if entry is not None:
-            self._reserved[uid] = entry
+            reserved[uid] = entry
         elif old is None:
             return
+        self._reserved = reserved
         self._version += 1
         if self._rows is not None:
             for node in {e[0] for e in (old, entry) if e is not None}:
@@ -429,6 +447,11 @@ def _importance(v: Victim) -> tuple[int, str, str]:
     if v.pod is None:
         return (0, "", v.uid)
     return (-v.pod.priority, v.pod.start_time or "~", v.uid)
+
+
+def _exact(ask: logic.Ask) -> bool:
+    """The ask's amounts are within the batch rows' exact range (``rows.EXACT``)."""
+    return all(-EXACT < a < EXACT for a in (ask.memory, ask.compute, ask.count))
 
 
 SPEC = PluginSpec(NAME, DeviceShare, parser(DeviceShareArgsSchema),

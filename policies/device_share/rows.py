@@ -22,6 +22,12 @@ PAD = -(1 << 62)
 """What a device slot holds where a node has no such device, or an unhealthy one: below every
 amount, so it never fits an ask and never is the largest free amount of a node."""
 
+EXACT = 1 << 55
+"""Amounts held in the rows are below this in absolute value - each device's memory, compute and
+free amounts, a node's memory sums, an ask's -, so every operation on them (a score's
+``(used + added) * 100`` the largest) stays within int64, as the per-node path's Python ints do.
+A node with a larger amount is not made a row: the plugin judges the batch per node."""
+
 _UNMADE = -2
 """``generation`` of a row not made (NodeInfo generations are >= -1)."""
 
@@ -79,7 +85,8 @@ class DeviceRows:
             info = node(name)
             if info is None or info.generation != generation:
                 return False
-            self._make(row, name, *devices(info))
+            if not self._make(row, name, *devices(info)):
+                return False
             self.generation[row] = generation
         return True
 
@@ -109,7 +116,15 @@ class DeviceRows:
             fill = 0 if attr == "idle_memory" else PAD
             setattr(self, attr, np.concatenate((table, np.full((len(table), width - have), fill, np.int64)), axis=1))
 
-    def _make(self, row: int, name: str, devices: Sequence[logic.Device], usage: logic.Usage) -> None:
+    def _make(self, row: int, name: str, devices: Sequence[logic.Device], usage: logic.Usage) -> bool:
+        """Make the row of node ``name``; False (the row left unmade) when an amount is not
+        within ``EXACT``."""
+        healthy = [d for d in devices if d.healthy]
+        amounts = [a for d in healthy for a in (usage.free_memory(d), usage.free_compute(d))]
+        amounts += [sum(d.memory for d in devices), *(d.compute for d in devices)]  # memory >= 0: the sum bounds each
+        if not all(-EXACT < a < EXACT for a in amounts):
+            self.generation[row] = _UNMADE
+            return False
         self._row_of[name] = row
         self._widen(len(devices))
         self.listed[row] = bool(devices)
@@ -118,7 +133,6 @@ class DeviceRows:
         for table in (self.free_memory, self.free_compute, self.memory, self.compute):
             table[row] = PAD
         self.idle_memory[row] = 0
-        healthy = [d for d in devices if d.healthy]
         for k, d in enumerate(devices):
             if d.healthy:
                 self.free_memory[row, k] = usage.free_memory(d)
@@ -137,3 +151,4 @@ class DeviceRows:
         if holders:
             self._holders[row] = holders
             self._holder_rows.update(dict.fromkeys(holders, row))
+        return True

@@ -228,3 +228,43 @@ def test_where_the_pod_itself_holds_devices_its_own_use_is_left_out_as_per_node(
     fast, slow = (answer(e, pod, ["n0", "n1"]) for e, _ in pair)
     assert fast == slow and fast[0] == ["n0"]  # its own 16 MiB on n0 are not counted against it
     assert list(pair[0][0].prioritize(pod, ["n0", "n1"])) == list(pair[1][0].prioritize(pod, ["n0", "n1"]))
+
+
+def test_device_amounts_beyond_the_rows_range_are_scored_per_node() -> None:
+    """Device sizes are any JSON integer and the per-node path computes with Python ints: a node
+    whose amounts the int64 rows cannot hold exactly - beyond int64 (2^64 MiB), or near it so
+    that a score's (used + added) * 100 would wrap (2^60 MiB) - is judged per node, and filter
+    and prioritize answer what the per-node path answers (no error, no wrapped score)."""
+    for big, held in ((2**64, 0), (2**60, 2**59)):
+        nodes = [make_node("big").annotations(**{INVENTORY: json.dumps({"devices": 1, "memoryMiB": big})}).obj(),
+                 make_node("small").annotations(**{INVENTORY: json.dumps({"devices": 1, "memoryMiB": 16})}).obj()]
+        pods = []
+        if held:
+            holder = make_pod("x").uid("uid-x").req(**{MEM: 4}).node("big").obj()
+            holder["metadata"]["annotations"] = {DEVICES: json.dumps(
+                {"node": "big", "containers": {"main": {"devices": [0], "memoryMiB": held, "compute": 0}}})}
+            pods.append(holder)
+        pod = make_pod("p").uid("uid-p").req(**{MEM: 4}).obj()
+        (fast, _), (slow, _) = engines(nodes, pods)
+        names = ["big", "small"]
+        assert answer(fast, pod, names) == answer(slow, pod, names)
+        assert list(fast.prioritize(pod, names)) == list(slow.prioritize(pod, names)), big
+
+
+def test_a_rejected_node_s_status_is_the_one_filter_decided_though_a_reservation_came_since() -> None:
+    """The batch Filter makes a rejected node's Status when it is read (the explain log): it is
+    the one filter decided, not one made from a reservation of this process that changed the
+    node's devices since (n0 had 1 idle device of 2 when p, asking for 2, was filtered)."""
+    nodes = [make_node(n).annotations(**{INVENTORY: json.dumps({"devices": 2, "memoryMiB": 16})}).obj()
+             for n in ("n0", "n1")]
+    holder = make_pod("x").uid("uid-x").req(**{MEM: 4}).node("n0").obj()  # placed on device 0: 1 idle
+    pod = make_pod("p").uid("uid-p").req(**{COUNT: 2}).obj()
+    pair = engines(nodes, [holder])
+    for engine, _ in pair:
+        assert engine.filter(pod, ["n0", "n1"]).feasible == ["n1"]
+    for engine, _ in pair:  # then a Reserve of this process changes n0's devices
+        plugin = cast(DeviceShare, engine.framework_for(engine.pod_info(holder)).filter_plugins[0])
+        with plugin._lock:
+            plugin._set_reserved("uid-x", ("n0", (logic.Grant("main", (0, 1), 4, 0),)))
+    got = [{n: _fields(s) for n, s in e.explain.get("default/p")["filter"].rejected.items()} for e, _ in pair]
+    assert got[0] == got[1]
