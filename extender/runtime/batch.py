@@ -256,7 +256,7 @@ def _filter_steered(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Sn
     into(excluded.code).append((rest, _reply_text(excluded), plain))
     into(unknown.code).append((missing, _reply_text(unknown), False))
     for name, st in result.rejected.items():
-        into(st.code).append(([name], _reply_text(st), plain))
+        into(st.code).append(([name] * len(at[name]), _reply_text(st), plain))  # each time it is named
     fits = result.feasible
     if len(fits) == 1 and len(at[fits[0]]) == 1:
         feasible = fits  # one node, named once

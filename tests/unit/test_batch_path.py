@@ -242,6 +242,19 @@ def test_the_decisions_counted_are_the_same_in_both_paths_names_repeated_too() -
     assert [decided(slow, s) for s in statuses] == [2, 2, 2]
 
 
+def test_a_steered_filter_counts_a_repeated_rejected_name_each_time() -> None:
+    """The steered path (PreFilter allowed n1 of 7): n1, allowed but full, named twice, is two
+    rejections in the decisions counted - as on the per-node path and for the other names."""
+    fast, slow = engines([make_node(f"n{i}").alloc(gpu=2).obj() for i in range(8)],
+                         [make_pod("r").req(gpu=2).node("n1").obj()], "binpack", device_share=False,
+                         steer=frozenset({"n1"}))
+    pod = make_pod("p").uid("uid-p").req(gpu=1).obj()
+    names = ["n1", "n1", *(f"n{i}" for i in range(2, 8))]
+    assert on_the_wire(fast.filter(pod, names), names) == on_the_wire(slow.filter(pod, names), names)
+    statuses = ("Success", "UNSCHEDULABLE", "UNSCHEDULABLE_AND_UNRESOLVABLE")
+    assert [decided(fast, s) for s in statuses] == [decided(slow, s) for s in statuses] == [0, 2, 6]
+
+
 @pytest.mark.parametrize("allowed, names", [
     (["n1", "n1"], [f"n{i}" for i in range(8)]),
     (["n1"], [*(f"n{i}" for i in range(8)), "ghost"]),
