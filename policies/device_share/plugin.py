@@ -119,7 +119,10 @@ class DeviceShare:
             log.warning("ignoring a malformed device inventory", extra={"node": node, "source": source,
                                                                        "error": str(exc)})
 
-    def _grants_of(self, pod: PodInfo, node_name: str, reservations: Reserved) -> tuple[logic.Grant, ...] | None:
+    def _grants_of(self, pod: PodInfo, node_name: str, reservations: Reserved,
+                   current: bool) -> tuple[logic.Grant, ...] | None:
+        """The grants ``pod`` holds on ``node_name``; ``current``: ``reservations`` were the
+        current ones when the read began (a reservation the cluster carries now is dropped)."""
         reserved = reservations.get(pod.uid)
         text = pod.annotations.get(self.devices_key)
         if text:
@@ -128,9 +131,9 @@ class DeviceShare:
                 if doc.get("node") == node_name:
                     grants = logic.grants_of(doc.get("containers"))
                     if grants is not None:
-                        if reserved is not None and reservations is self._reserved:
+                        if reserved is not None and current and pod.uid in self._reserved:
                             # the cluster now carries what Reserve chose
-                            self._reserved = {u: e for u, e in reservations.items() if u != pod.uid}
+                            self._reserved = {u: e for u, e in self._reserved.items() if u != pod.uid}
                         return grants
             except (ValueError, AttributeError):
                 pass
@@ -161,7 +164,7 @@ class DeviceShare:
                 if uid == exclude:
                     continue
                 pod = node.pods[uid]
-                grants = self._grants_of(pod, node.name, reserved)
+                grants = self._grants_of(pod, node.name, reserved, current)
                 if grants is None:
                     unplaced.append(pod)
                     continue

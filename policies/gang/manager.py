@@ -62,14 +62,15 @@ class BoundMembers:
 
     @staticmethod
     def of(members: Members) -> BoundMembers:
-        """Over a fixed listing (``members`` names the bound ones; a pod it does not name may be
-        a member on its way)."""
+        """Over a fixed listing: ``members`` names the members the cluster shows, each with
+        whether it is bound; every pod counts as a member (one let go may not be listed yet)."""
         bound = sum(1 for b in members.values() if b)
         return BoundMembers(lambda: bound, lambda uid: members.get(uid, False))
 
 
 _RECOUNTS = 3
-"""Times ``permit`` reads the bound members again when a member was shown bound while it read."""
+"""How many times at most ``permit`` reads the bound count and the let-go members' states (again
+while the count moved in between: a member shown bound, or one gone)."""
 
 
 class Verdict(enum.Enum):
@@ -175,8 +176,9 @@ class GroupManager(Generic[W]):
                members: Members | BoundMembers) -> PermitDecision[W]:
         """Member ``uid``, now in the waiting room, asks to go. It joins the group's waiting
         members and is counted in the same step, so of two members arriving together the later
-        always sees the earlier. ALLOW when those waiting, those let go before (members still:
-        one deleted since counts no more) and those ``members`` shows bound reach ``needed`` (the members allowed leave the waiting ones and
+        always sees the earlier. ALLOW when those waiting, those let go before (members still,
+        as a ``BoundMembers`` tells: one deleted since counts no more) and those ``members``
+        shows bound reach ``needed`` (the members allowed leave the waiting ones and
         are remembered as let go); else WAIT. Denied, never allowed, when ``needed`` is None or
         the group is backing off: part of a group never goes.
 

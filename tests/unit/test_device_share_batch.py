@@ -268,3 +268,28 @@ def test_a_rejected_node_s_status_is_the_one_filter_decided_though_a_reservation
             plugin._set_reserved("uid-x", ("n0", (logic.Grant("main", (0, 1), 4, 0),)))
     got = [{n: _fields(s) for n, s in e.explain.get("default/p")["filter"].rejected.items()} for e, _ in pair]
     assert got[0] == got[1]
+
+
+def test_every_reservation_the_cluster_now_carries_is_dropped_not_only_the_first() -> None:
+    """x1 and x2 were reserved by this process on n0; the watch then shows both bound there with
+    their devices annotation. One read of n0 drops both reservations (the cluster carries them
+    now): none is left behind once the pods are gone."""
+    nodes = [make_node("n0").annotations(**{INVENTORY: json.dumps({"devices": 2, "memoryMiB": 16})}).obj()]
+    for engine, cluster in engines(nodes, []):
+        probe = make_pod("p").uid("uid-p").req(**{MEM: 4}).obj()
+        plugin = cast(DeviceShare, engine.framework_for(engine.pod_info(probe)).filter_plugins[0])
+        held = []
+        for i in (1, 2):
+            grant = logic.Grant("main", (i - 1,), 4, 0)
+            with plugin._lock:  # as Reserve records it
+                plugin._set_reserved(f"uid-x{i}", ("n0", (grant,)))
+            pod = make_pod(f"x{i}").uid(f"uid-x{i}").req(**{MEM: 4}).node("n0").obj()
+            pod["metadata"]["annotations"] = {DEVICES: json.dumps({"node": "n0", "containers": {"main": grant.as_dict()}})}
+            held.append(pod)
+        for pod in held:
+            cluster.add_pod(pod)
+        engine.filter(probe, ["n0"])  # reads n0's devices: the cluster carries both now
+        for pod in held:
+            cluster.delete_pod("default", pod["metadata"]["name"])
+        engine.filter(probe, ["n0"])
+        assert dict(plugin._reserved) == {}
