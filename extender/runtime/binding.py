@@ -112,6 +112,11 @@ class BindingCycle(VerbContext):
             if node != unsettled[0].node_name:
                 return (f"pod {key} may be bound to {unsettled[0].node_name} already (the outcome of its Binding "
                         f"there is unknown): not binding it to {node}")
+            sent = ledger.of_pod(unsettled[1], self.handle.annotation_prefix)
+            if sent is not None and sent.term != self.handle.term():
+                return (f"pod {key}: its Binding to {unsettled[0].node_name} of unknown outcome was decided in "
+                        f"leader term {sent.term}, now {self.handle.term()}: not sent again (it stays held until "
+                        "its outcome is known)")
             if self.cache.pause_unconfirmed(uid):
                 return self._send_again(unsettled[0], unsettled[1])
             # the hold ended between the look and the pause (its TTL, the watch): bound as any pod
@@ -132,6 +137,7 @@ class BindingCycle(VerbContext):
         _, st = fw.run_pre_filter(state, pod, self.cache.snapshot())
         if not st.ok:
             return f"pod {key} cannot be bound: {st.message}"
+        term = self.handle.term()  # the view the node is judged on is this term's
         try:
             st = self.cache.assume(pod, node,
                                    check=lambda info: fw.run_filter_node(state, pod, self.queue.with_held(info, pod)))
@@ -140,7 +146,7 @@ class BindingCycle(VerbContext):
         if not st.ok:
             return f"node {node} no longer fits pod {key}: {st.message}"
         try:
-            failed = self._reserve_to_bind(fw, state, pod, node)
+            failed = self._reserve_to_bind(fw, state, pod, node, term)
         except BaseException:  # a failure no plugin reported: the pod must not stay assumed for ever
             try:
                 fw.run_unreserve(state, pod, node)
@@ -155,9 +161,13 @@ class BindingCycle(VerbContext):
         self._clear_displaced_nominations(pod, node)
         return ""
 
-    def _reserve_to_bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> str:
+    def _reserve_to_bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str, term: int) -> str:
         """Reserve, Permit, PreBind (and the allocation record), Bind for ``pod`` assumed on
-        ``node``: "" when bound, else the error - after Unreserve and forgetting the pod."""
+        ``node`` in leader term ``term``: "" when bound, else the error - after Unreserve and
+        forgetting the pod. Nothing is written in a later term (leadership lost and won back
+        during a Permit wait): another leader may have given the node's capacity away meanwhile,
+        unseen by the view this bind was decided on; the writer's fence only asks whether this
+        process leads now."""
         key = pod.key
         self.queue.assumed(pod, node)
         st = fw.run_reserve(state, pod, node)
@@ -165,7 +175,10 @@ class BindingCycle(VerbContext):
             self.cache.forget(pod.uid)
             return f"reserve failed for pod {key} on {node}: {by_plugin(st)}"
         for phase in ("permit", "preBind", "bind"):
-            if phase == "permit":
+            if phase != "permit" and self.handle.term() != term:
+                st = Status(Code.ERROR, (f"leadership changed while binding (term {term}, now {self.handle.term()})",),
+                            plugin="extender")
+            elif phase == "permit":
                 st = fw.run_permit(state, pod, node)
                 if st.code is Code.WAIT:
                     st = fw.wait_on_permit(pod)

@@ -108,6 +108,25 @@ def bind_of_unknown_outcome(engine: Any, cluster: MemoryCluster) -> None:
         cluster.bind = real_bind  # type: ignore[method-assign]
 
 
+def test_a_binding_of_unknown_outcome_is_not_sent_again_in_a_later_term() -> None:
+    """p's Binding (term 1) may have been stored; leadership is lost and won back (term 3): the
+    leader of term 2 did not know p held n1 and may have given it away. kube-scheduler's retry
+    does not send that Binding again: it is refused while the hold stands, and what settles the
+    hold (the watch, the upkeep's read, its TTL) decides."""
+    engine, cluster = setup([make_pod("p").uid("u1").req(gpu=2).obj()])
+    terms = [1]
+    engine.handle.term = lambda: terms[0]
+    bind_of_unknown_outcome(engine, cluster)
+    sent: list[str] = []
+    cluster.bind = lambda *args, **kwargs: sent.append(args[1])  # type: ignore[method-assign]
+    terms[0] = 3
+    error = engine.bind("default", "p", "u1", "n1")
+    assert "term 1" in error and sent == []
+    assert gpu_used(engine, "n1") == 2000 and engine.cache.unconfirmed("u1") is not None  # held as it was
+    terms[0] = 1  # the same term: sent again
+    assert engine.bind("default", "p", "u1", "n1") == "" and sent == ["p"]
+
+
 @pytest.mark.parametrize("settle, held_after", [
     ("nothing yet", True),
     ("the hold expires", False),

@@ -150,6 +150,7 @@ class LeaderElector:
         wall = self.clock.now()
         try:
             lease = self.client.get(self.path)
+            seen = self.clock.monotonic()  # what the read shows is dated by its answer (client-go's observedTime)
         except ApiError as exc:
             if exc.status != 404:
                 log.warning("reading the lease failed", extra={"error": str(exc)})
@@ -171,13 +172,13 @@ class LeaderElector:
         with self._lock:
             if observed != self._observed:
                 self._observed = observed
-                self._observed_at = now
+                self._observed_at = seen
             observed_at = self._observed_at
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
             new_spec = {**spec, **self._spec(wall, transitions, spec.get("acquireTime"))}
             term = transitions
-        elif holder and now - observed_at < self.lease_duration:
+        elif holder and seen - observed_at < self.lease_duration:
             return self._lost_round(keep=False)
         else:
             new_spec = self._spec(wall, transitions + 1, None)
