@@ -52,6 +52,9 @@ OPTIONAL = frozenset({"podgroup", "elasticquota"})
 
 CRD_RETRY_INTERVAL = 180.0
 
+SHORT_WATCH = 1.0
+"""Seconds: a watch that ends sooner with no event failed (client-go's "very short watch")."""
+
 
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
              "labels", "annotations", "ownerReferences")
@@ -136,7 +139,10 @@ class KubeSource:
         self._streams: dict[str, Any] = {}
         """The open watch stream per kind."""
         self._opened: dict[str, bool] = {}
-        """Per kind: the current watch attempt got its stream open."""
+        """Per kind: the current watch attempt got its stream open (a break after it is a first
+        failure)."""
+        self._delivered: dict[str, int] = {}
+        """Per kind: events the current watch attempt delivered."""
         self._sink: ClusterEvents | None = None
         self.last_resource_version: dict[str, str] = {}
         self._applied = 0
@@ -189,13 +195,26 @@ class KubeSource:
             getattr(self.metrics, metric).labels(kind=kind, **labels).inc(n)
 
     def _run(self, kind: str) -> None:
+        """List, then watch from the list's resourceVersion; a watch that breaks resumes from the
+        last resourceVersion it delivered (client-go's reflector), a relist only when the API
+        server no longer has that far back (410). Failures back off exponentially (to
+        ``max_backoff``); a break of a watch that was open is a first failure again. A watch that
+        ends cleanly at once with no event is a failure (client-go's "very short watch"), and a
+        410 right after a list backs off as well (until a watch delivers): no tight loop of
+        watches or full lists against an API server that answers so."""
         rv = self.last_resource_version.get(kind, "")  # a restarted source resumes where it stopped
         failures = 0
+        gone = 0  # 410s since a watch last delivered an event
         while not self._stop.is_set():
             self._opened[kind] = False
+            self._delivered[kind] = 0
+            listed = False
             try:
                 if not rv:
                     rv = self._relist(kind)
+                    listed = True
+                    if self._stop.is_set():
+                        return
                 rv = self._watch(kind, rv)
                 failures = 0
             except ApiError as exc:
@@ -203,6 +222,8 @@ class KubeSource:
                     return
                 if self._opened[kind]:
                     failures = 0  # the watch worked: this break is a first failure
+                if self._delivered[kind]:
+                    gone = 0
                 if kind in OPTIONAL and exc.status in (403, 404):
                     self._unavailable(kind, exc)
                     rv = ""
@@ -213,15 +234,25 @@ class KubeSource:
                     log.info("watch expired, relisting", extra={"kind": kind})
                     self._count("relists", kind)
                     rv = ""
+                    if listed:  # gone again right after a list: the API server's watch cache lags
+                        gone += 1
+                        self._backoff(kind, gone, exc)
                     continue
+                rv = self._resume(kind, rv)
                 failures += 1
                 self._backoff(kind, failures, exc)
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 if self._stop.is_set():
                     return
+                rv = self._resume(kind, rv)
                 failures = 0 if self._opened[kind] else failures
                 failures += 1
                 self._backoff(kind, failures, exc)
+
+    def _resume(self, kind: str, rv: str) -> str:
+        """Where to watch from after a failure: the last resourceVersion delivered, when the list
+        before it was whole (``rv`` set); else list again."""
+        return self.last_resource_version.get(kind, rv) if rv else ""
 
     def _unavailable(self, kind: str, exc: ApiError) -> None:
         """An optional kind is not served (404: CRD not installed) or not readable (403): forget
@@ -264,6 +295,8 @@ class KubeSource:
         gc.disable()
         try:
             for page, rv in self.client.list_pages(PATHS[kind], page_size=self.page_size):
+                if self._stop.is_set():
+                    return ""  # stopped while the page was on its way: deliver nothing
                 listed += len(page)
                 for obj in page:
                     key = self._apply(kind, "ADDED", obj)
@@ -288,12 +321,22 @@ class KubeSource:
         return rv
 
     def _watch(self, kind: str, rv: str) -> str:
+        """Watch from ``rv`` until the stream ends; the last resourceVersion delivered. A stream
+        that ends within ``SHORT_WATCH`` seconds with no event raises (client-go's "very short
+        watch"): the loop backs off instead of opening the next one at once."""
         stream = self.client.watch(PATHS[kind], resource_version=rv, timeout_seconds=self.watch_timeout)
         with self._lock:
+            if self._stop.is_set():  # stop() closed the streams it knew before this one opened
+                stream.close()
+                return rv
             self._streams[kind] = stream
         self._opened[kind] = True
+        began = time.monotonic()
+        events = 0
         try:
             for event in iter(stream):
+                events += 1
+                self._delivered[kind] = events
                 if self._stop.is_set():
                     break
                 etype = event.get("type")
@@ -321,6 +364,9 @@ class KubeSource:
             with self._lock:
                 self._streams.pop(kind, None)
             stream.close()
+        if not events and not self._stop.is_set() and time.monotonic() - began < SHORT_WATCH:
+            self._opened[kind] = False  # ended cleanly at once: no more a watch that worked than one refused
+            raise ApiError(0, "very short watch: the stream ended at once with no event")
         return rv
 
     def _apply(self, kind: str, etype: str, obj: Any) -> str | None:
@@ -371,7 +417,11 @@ class KubeSource:
                     del known[key]
                     sink.remove_pod(obj)
                 return None
-            known[key] = {"metadata": {"name": name, "namespace": meta.get("namespace"), "uid": meta.get("uid")}}
+            stub: dict[str, Any] = {"metadata": {"name": name, "namespace": meta.get("namespace"), "uid": meta.get("uid")}}
+            node_name = (obj.get("spec") or {}).get("nodeName") if kind == "pod" else None
+            if node_name:  # a deletion a relist finds says where the pod was (DeletedFinalStateUnknown)
+                stub["spec"] = {"nodeName": node_name}
+            known[key] = stub
             return key
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._count("skipped", kind)
