@@ -25,8 +25,9 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- fail (printf "config.leaderElection needs 0 < retryPeriod (%s) < renewDeadline (%s) < leaseDuration (%s)" $le.retryPeriod $le.renewDeadline $le.leaseDuration) -}}
 {{- end -}}
 {{- with $v.updateStrategy -}}
-{{- if and $c.leaderElection.enabled (eq (toString .type) "RollingUpdate") .rollingUpdate -}}
-{{- $mu := .rollingUpdate.maxUnavailable -}}
+{{- if and $c.leaderElection.enabled (eq (toString .type) "RollingUpdate") -}}
+{{- $mu := "25%" -}}{{- /* Kubernetes' default when rollingUpdate or its maxUnavailable is left out */ -}}
+{{- if and .rollingUpdate (hasKey .rollingUpdate "maxUnavailable") -}}{{- $mu = .rollingUpdate.maxUnavailable -}}{{- end -}}
 {{- if and (ne (toString $mu) "100%") (or (kindIs "string" $mu) (lt (int $mu) $replicas)) -}}
 {{- fail (printf "updateStrategy.rollingUpdate.maxUnavailable=%v would never finish a rollout: with leader election only the leader is Ready, so the new pods cannot turn Ready while the old leader runs. Use maxUnavailable: 100%% (or %d), or type: Recreate" $mu $replicas) -}}
 {{- end -}}
@@ -36,6 +37,20 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- /* verbs and features */ -}}
 {{- if and $f.binding (not $c.extender.bindVerb) -}}
 {{- fail "features.binding=true needs config.extender.bindVerb (e.g. bind); set features.binding=false to let kube-scheduler bind" -}}
+{{- end -}}
+{{- if not $f.preemption -}}
+{{- range $i, $p := $c.profiles -}}
+{{- $points := (kindIs "map" $p.plugins) | ternary $p.plugins dict -}}
+{{- range $point := list "multiPoint" "postFilter" -}}
+{{- $set := (kindIs "map" (get $points $point)) | ternary (get $points $point) dict -}}
+{{- range (kindIs "slice" (get $set "enabled")) | ternary (get $set "enabled") list -}}
+{{- $name := (kindIs "map" .) | ternary (toString (get . "name")) "" -}}
+{{- if has $name (list "ManagedPreemption" "CapacityQuota") -}}
+{{- fail (printf "config.profiles[%d] enables %s (%s), which evicts pods to make room: set features.preemption=true, which grants it RBAC pods/eviction create and pods/status patch (without them every eviction is refused)" $i $name $point) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and $f.gang (not $f.binding) -}}
 {{- fail "features.gang=true needs features.binding=true: gang members wait for each other in Permit, which runs inside the extender's bind" -}}
