@@ -71,6 +71,15 @@ class _Table:
     by_uid: dict[str, list[tuple[str, Mapping[str, int], bool]]] = field(default_factory=dict)
     """uid -> (namespace, amounts, counted only at admission) per contribution of a pod that is
     not accounted on a node (held for it, nominated, admitted)."""
+    nominated: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """uid -> (namespace, priority) of the nominated pods counted (``lower_nominated``)."""
+
+    def lower_nominated(self, pod: PodInfo) -> list[str]:
+        """The nominated pods of ``pod``'s namespace of lower priority: they hold no quota
+        against it (as capacityscheduling counts a namespace's nominated pods only when at
+        least as important, and as ``with_held`` holds their capacity)."""
+        return [uid for uid, (ns, priority) in self.nominated.items()
+                if ns == pod.namespace and priority < pod.priority and uid != pod.uid]
 
     def count(self, uid: str, namespace: str, amounts: Mapping[str, int], admitted: bool = False) -> None:
         logic.add((self.admitted if admitted else self.in_use).setdefault(namespace, {}), amounts)
@@ -216,8 +225,9 @@ class CapacityQuota:
         and nominated pods the cache does not hold yet)."""
         nominated = {p.uid: p for _, p in nominations}
         represented: set[str] = set()
+        leaving = {p.uid for p in pending if p.deleting or p.terminal}
         for uid, placeholder in held:
-            if uid not in accounted and placeholder.requests:
+            if uid not in accounted and uid not in leaving and placeholder.requests:
                 table.count(uid or placeholder.uid, placeholder.namespace, placeholder.requests)
                 represented.add(uid)
         for p in pending:
@@ -229,12 +239,14 @@ class CapacityQuota:
                 continue
             if p.nominated_node_name or here:
                 table.count(p.uid, p.namespace, p.requests)
+                table.nominated[p.uid] = (p.namespace, p.priority)
             elif not _gated(p):
                 table.count(p.uid, p.namespace, p.requests, admitted=True)
         for p in nominated.values():  # nominated here before the watch showed the pod at all
             if p.requests and p.uid not in accounted and p.uid not in represented:
                 logic.add(table.waiting.setdefault(p.namespace, {}), p.requests)
                 table.count(p.uid, p.namespace, p.requests)
+                table.nominated[p.uid] = (p.namespace, p.priority)
 
     def _unit(self, pod: PodInfo) -> list[PodInfo]:
         """The pod, and the pending members of its pod group: judged as one."""
@@ -260,7 +272,7 @@ class CapacityQuota:
         unit = self._unit(pod)
         gone = {p.uid for p in removed}
         going = [g for uid, g in self.handle.evictions.going(table.snapshot).items() if uid not in gone]
-        used = table.used(admission, [u.uid for u in unit],
+        used = table.used(admission, [*(u.uid for u in unit), *table.lower_nominated(pod)],
                           [*removed, *going, *self._accounted_already(unit, removed)])
         demand = logic.total(u.requests for u in unit)
         why = logic.check(table.quotas, used, pod.namespace, demand)
@@ -356,7 +368,10 @@ class CapacityQuota:
         evicted already (``going``: ``Handle.evictions`` about ``table.snapshot``), and whether
         it reclaims (stays within its namespace's ``min``)."""
         unit = self._unit(pod)
-        used = table.used(False, [u.uid for u in unit], [*self._accounted_already(unit), *going.values()])
+        # at admission (a gated pod: admission's make_room) the pods admitted before it count, as
+        # PreEnqueue and Filter count them
+        used = table.used(_gated(pod), [*(u.uid for u in unit), *table.lower_nominated(pod)],
+                          [*self._accounted_already(unit), *going.values()])
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return used, reclaiming
