@@ -121,6 +121,17 @@ class Admitter:
         """What the last WaitingForAdmission Event on each gated pod said, by UID."""
         self._holds: dict[str, PodInfo] = {}
         """Admitted pods whose capacity is held, by UID."""
+        self.cluster.on_pod_change(self._pod_changed)
+
+    def _pod_changed(self, uid: str, pod: PodInfo | None) -> None:
+        """An admitted pod the cluster shows on a node now ends its hold at once (kube-scheduler
+        bound it: no bind of this process consumed the hold): until the next pass the hold would
+        count beside the pod itself, and a pod filtered meanwhile be refused room that is free."""
+        if pod is None or not pod.node_name or uid not in self._holds:
+            return
+        accounted = self.cluster.pod(uid)
+        if accounted is not None and self._holds.pop(uid, None) is not None:
+            self.reservations.consume(admission_owner(uid), uid, accounted.node_name)
 
     def gated(self) -> list[PodInfo]:
         """Pending pods carrying the extender's gate, in the default profile's QueueSort order."""
@@ -243,15 +254,15 @@ class Admitter:
         for uid, pod in list(self._holds.items()):
             owner = admission_owner(uid)
             if reservations.get(owner) is None:
-                del self._holds[uid]
+                self._holds.pop(uid, None)
                 continue
             current = self.cluster.pending_pod(pod.namespace, pod.name)
             if current is not None and current.uid == uid:
                 continue
             accounted = self.cluster.pod(uid)
             if accounted is not None:
-                reservations.consume(owner, uid, accounted.node_name)
-                del self._holds[uid]
+                if self._holds.pop(uid, None) is not None:  # not ended by _pod_changed meanwhile
+                    reservations.consume(owner, uid, accounted.node_name)
             else:
                 self._release(uid)
 

@@ -239,3 +239,19 @@ def test_strict_fifo_head_whose_gate_removal_failed_still_blocks_the_pods_behind
     assert first.admitted == [] and "removing the gate failed" in first.held["default/big"]
     assert gates(cluster, "small") == [GATE], "small wants the GPUs big (the head) waits for"
     assert admitter.run_once().admitted == ["default/big"]
+
+
+def test_an_admitted_pod_kube_scheduler_binds_ends_its_hold_at_once() -> None:
+    """With kube-scheduler binding (no bindVerb), a's admission hold is not consumed by a bind of
+    the extender: once the watch shows a bound, the hold ends at once - before the next pass it
+    counted beside a itself, and y, filtered meanwhile, was refused the free GPU."""
+    a = make_pod("a").uid("u-a").req(gpu=1).obj()
+    a["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    y = make_pod("y").uid("u-y").req(gpu=1).obj()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=2).obj()], [a, y]))
+    state = create_app(config_of(extender={"bindVerb": ""}, admission={}), source=cluster, clock=FakeClock(),
+                       background=False).extensions["kube_extender"]
+    assert state.admitter.run_once().admitted == ["default/a"]
+    cluster.bind("default", "a", "u-a", "n1")  # kube-scheduler's own Binding; the watch shows it
+    assert state.engine.filter(cluster.get_pod("default", "y"), ["n1"]).feasible == ["n1"]
+    assert state.engine.handle.reservations.held() == []
