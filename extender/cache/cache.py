@@ -62,7 +62,7 @@ from extender.framework import ledger
 from extender.framework.clock import Clock
 from extender.framework.disruption import Budget
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework.events import Change, ClusterEvent
+from extender.framework.events import NUDGE_ANNOTATION, Change, ClusterEvent
 from extender.framework.pod_group import GroupCount, MemberState, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import NodeInfo, PodInfo, pod_key
@@ -229,6 +229,23 @@ class ClusterCache:
         node = self._nodes.get(info.node_name) or NodeInfo(info.node_name, None)
         self._store(node.with_pod(info, self._bump()))
 
+    def _only_nudged(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+        """``after`` is ``before`` with a new ``NUDGE_ANNOTATION`` and nothing else (the
+        resourceVersion and managedFields any write changes aside)."""
+        if self.annotation_prefix is None:
+            return False
+        key = self.annotation_prefix + NUDGE_ANNOTATION
+        b_meta, a_meta = before.get("metadata") or {}, after.get("metadata") or {}
+        b_notes, a_notes = b_meta.get("annotations") or {}, a_meta.get("annotations") or {}
+        if b_notes.get(key) == a_notes.get(key):
+            return False
+
+        def rest(raw: Mapping[str, Any], meta: Mapping[str, Any], notes: Mapping[str, Any]) -> dict[str, Any]:
+            kept = {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields", "annotations")}
+            kept["annotations"] = {k: v for k, v in notes.items() if k != key}
+            return {**raw, "metadata": kept}
+        return rest(before, b_meta, b_notes) == rest(after, a_meta, a_notes)
+
     def _release(self, info: PodInfo) -> None:
         """Unaccount a pod whose capacity is now free for others (lock held)."""
         self._unaccount(info)
@@ -275,11 +292,15 @@ class ClusterCache:
         return info
 
     def _apply_pod(self, info: PodInfo) -> None:
-        """``upsert_pod`` without the label indexes (lock held)."""
+        """``upsert_pod`` without the label indexes (lock held). An update that only touched the
+        pod (``NUDGE_ANNOTATION``: the nudger's own write) is no change others wait for."""
         state = self._pods.get(info.uid)
         pending = self._pending.get(info.key)
-        known = state is not None or (pending is not None and pending.uid == info.uid)
-        self._record(ClusterEvent.POD_UPDATE if known else ClusterEvent.POD_ADD, info.key, info.node_name)
+        before = state.info if state is not None else (pending if pending is not None and pending.uid == info.uid
+                                                      else None)
+        if before is None or not self._only_nudged(before.raw, info.raw):
+            self._record(ClusterEvent.POD_UPDATE if before is not None else ClusterEvent.POD_ADD, info.key,
+                         info.node_name)
         if info.terminal:
             if (pending := self._pending.get(info.key)) is not None and pending.uid == info.uid:
                 del self._pending[info.key]

@@ -48,5 +48,9 @@ class Change:
     node: str = ""
 
 
+NUDGE_ANNOTATION = "nudged-at"
+"""The annotation (under the extender's annotation prefix) a nudge touches a pod with: an update
+kube-scheduler retries the pod on, and no cluster change for anyone else."""
+
 CAPACITY_EVENTS = (ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE, ClusterEvent.ALLOCATION_RELEASED)
 """The events after which a pod that did not fit may fit."""

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
+from extender.framework.events import CAPACITY_EVENTS, NUDGE_ANNOTATION, Change, ClusterEvent
 from extender.framework.handle import ClusterWriter, WriteError
 from extender.framework.views import PodInfo
 from extender.queue.interfaces import Place, QueueMetrics, QueuePlugins
@@ -93,6 +93,13 @@ class _Latest:
         return self.seq if self.key != key else self.other
 
 
+def _of_pod(change: Change) -> str:
+    """The key ``change`` is the pod's own change to, for "not to this pod": its key, except for
+    a capacity release - that of an earlier pod of the same name (a StatefulSet's pod deleted
+    and created again) is exactly what the new one waits for."""
+    return "" if change.event is ClusterEvent.ALLOCATION_RELEASED else change.key
+
+
 class ChangeIndex:
     """One nudge pass's changes (in sequence order, as ``changes_since`` returns them), indexed
     to answer "did a change of these events, not to this pod, happen after seq?" in O(events)."""
@@ -103,15 +110,16 @@ class ChangeIndex:
         self.any: _Latest | None = None
         self.by_event: dict[ClusterEvent, _Latest] = {}
         for c in changes:
+            own = dataclasses.replace(c, key=_of_pod(c)) if c.event is ClusterEvent.ALLOCATION_RELEASED else c
             latest = self.by_event.get(c.event)
             if latest is None:
-                self.by_event[c.event] = _Latest(c.seq, c.key)
+                self.by_event[c.event] = _Latest(c.seq, own.key)
             else:
-                latest.note(c)
+                latest.note(own)
             if self.any is None:
-                self.any = _Latest(c.seq, c.key)
+                self.any = _Latest(c.seq, own.key)
             else:
-                self.any.note(c)
+                self.any.note(own)
 
     def any_after(self, seq: int, key: str) -> bool:
         """Is some change later than ``seq`` and not to ``key``?"""
@@ -128,7 +136,7 @@ class ChangeIndex:
 
     def after(self, seq: int, key: str) -> list[Change]:
         """The changes later than ``seq`` and not to ``key``, in order."""
-        return [c for c in self.changes[bisect_right(self.seqs, seq):] if c.key != key]
+        return [c for c in self.changes[bisect_right(self.seqs, seq):] if _of_pod(c) != key]
 
 
 class Nudger:
@@ -149,7 +157,7 @@ class Nudger:
         self.min_interval = min_interval
         self.on_events = on_events
         self.bucket = TokenBucket(qps, max(1.0, 2 * qps), self.clock.monotonic())
-        self.annotation = annotation_prefix + "nudged-at"
+        self.annotation = annotation_prefix + NUDGE_ANNOTATION
         self._seq = self.cluster.changes_since(None)[1]
         self._added = 0
         self._due: dict[str, PodInfo] = {}

@@ -665,3 +665,27 @@ def test_a_member_bound_before_its_unknown_outcome_is_reported_holds_no_place_fo
     assert (results["m0"], results["m1"]) == ("", "") and bound(cluster) == {"m0", "m1"}
     assert engine.cache.snapshot().get("n1").requested["example.com/gpu"] == 2000
     assert filter_pod(engine, cluster, "other", ["n1"]).feasible == ["n1"]
+
+
+def test_nudges_of_a_gang_that_does_not_fit_do_not_wake_each_other() -> None:
+    """Group a (2 members, 1 GPU each) never fits on the single 1-GPU node, though each member
+    alone fits the nudger's check. After one real event, the only updates are the nudger's own
+    touches of the members - no change for anyone else (Gang's hint would take a member's
+    Pod/Update for one): a0 is nudged once (the one GPU counted for it), not the two in turn for
+    ever."""
+    from extender.framework.clock import FakeClock
+
+    clock = FakeClock()
+    state, cluster = gang_state({"n1": 1}, group_of("a", 2), clock=clock,
+                                config={"requeue": {"nudge": True, "minInterval": "1s"}})
+    engine, nudger = state.engine, state.nudger
+    for name in ("a0", "a1"):
+        assert not filter_pod(engine, cluster, name, ["n1"]).feasible
+    cluster.add_pod(make_pod("cpu-only").uid("c").obj())  # one real event in the namespace
+    touched: list[str] = []
+    for _ in range(10):
+        clock.advance(1.5)
+        for key in nudger.run_once():
+            touched.append(key)  # kube-scheduler retries the touched pod; the extender rejects it again
+            assert not filter_pod(engine, cluster, key.split("/")[1], ["n1"]).feasible
+    assert touched == ["default/a0"]

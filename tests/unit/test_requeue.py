@@ -218,3 +218,25 @@ def test_a_reservation_that_expires_nudges_the_pods_it_kept_out() -> None:
     assert state.nudger.run_once() == []
     clock.advance(11)  # a1 never came: the plan expires
     assert state.nudger.run_once() == ["default/low"]
+
+
+def test_the_release_of_an_earlier_pod_of_the_same_name_nudges_the_new_one() -> None:
+    """A StatefulSet's web-0 is deleted and created again; the new one is rejected from a view
+    that still counts the old one. The old one's release (a change to default/web-0) is what the
+    new one waits for, not a change of its own: it is nudged."""
+    from builders import cluster_objects, make_node, make_pod
+    from conftest import config_of
+
+    from extender.app import create_app
+    from extender.cluster.memory import MemoryCluster
+    from extender.framework.clock import FakeClock
+
+    old = make_pod("web-0").uid("u-old").req(gpu=1).node("n1").obj()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=1).obj()], [old]))
+    state = create_app(config_of(requeue={"nudge": True}), source=cluster, clock=FakeClock(),
+                       background=False).extensions["kube_extender"]
+    new = make_pod("web-0").uid("u-new").req(gpu=1).obj()
+    assert not state.engine.filter(new, ["n1"]).feasible  # the extender still counts the old web-0
+    cluster.delete_pod("default", "web-0")  # the watch catches up: the old one's GPU is free
+    cluster.add_pod(new)
+    assert state.nudger.run_once() == ["default/web-0"]
