@@ -193,11 +193,19 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            self._verdicts.pop(pod.uid, None)
             if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
-                self._hold(pod, node)
+                held_on = self._hold_where_it_fits(pod, node)
+                if held_on is None:
+                    reason = "no node has room for it once the capacity held for pods admitted before it is counted"
+                    held[pod.key] = reason
+                    self._hold_at_gate(pod, _Verdict(NO_ROOM, reason))
+                    if self.strategy == "StrictFIFO":
+                        blocked |= wants
+                    continue
+                node = held_on
             else:
                 node = ""
+            self._verdicts.pop(pod.uid, None)
             try:
                 self.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)
             except WriteError as exc:
@@ -236,6 +244,22 @@ class Admitter:
     def _only_our_gate(self, pod: PodInfo) -> bool:
         gates = (pod.raw.get("spec") or {}).get("schedulingGates") or ()
         return all(isinstance(g, dict) and g.get("name") == self.gate for g in gates)
+
+    def _hold_where_it_fits(self, pod: PodInfo, node: str) -> str | None:
+        """Hold ``node`` for ``pod``, then look again where the pod goes with the hold in place:
+        a bind that came between ``place`` and the hold did not see it, and may have taken the
+        room (a bind after the hold counts it). Where the pod no longer fits, the hold moves to
+        where it goes now; None (nothing held) when it goes nowhere."""
+        for _ in range(3):
+            self._hold(pod, node)
+            now = self.place(pod, strict=True)
+            if now == node:
+                return node
+            self._release(pod.uid)
+            if now is None:
+                return None
+            node = now
+        return None
 
     def _hold(self, pod: PodInfo, node: str) -> None:
         self.reservations.place(admission_owner(pod.uid), pod.priority, [(node, pod)],

@@ -255,3 +255,28 @@ def test_an_admitted_pod_kube_scheduler_binds_ends_its_hold_at_once() -> None:
     cluster.bind("default", "a", "u-a", "n1")  # kube-scheduler's own Binding; the watch shows it
     assert state.engine.filter(cluster.get_pod("default", "y"), ["n1"]).feasible == ["n1"]
     assert state.engine.handle.reservations.held() == []
+
+
+def test_a_bind_between_admissions_placement_and_its_hold_leaves_no_node_overcommitted() -> None:
+    """Admission places gated a on n1 (1 GPU), then holds it there; x's bind lands in between and,
+    not seeing the hold, takes the GPU. Admission looks again with the hold in place: a goes
+    nowhere now, so nothing stays held and a stays gated - not 1 used + 1 held on a 1-GPU node."""
+    a = make_pod("a").uid("u-a").req(gpu=1).obj()
+    a["spec"]["schedulingGates"] = [{"name": GATE}]
+    x = make_pod("x").uid("u-x").req(gpu=1).obj()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=1).obj()], [a, x]))
+    state = create_app(config_of(admission={}), source=cluster, clock=FakeClock(),
+                       background=False).extensions["kube_extender"]
+    admitter, engine = state.admitter, state.engine
+    place = admitter.place
+
+    def place_then_a_bind_lands(pod: Any, *args: Any, **kwargs: Any) -> Any:
+        node = place(pod, *args, **kwargs)
+        if pod.name == "a" and engine.cache.pod("u-x") is None:
+            assert engine.bind("default", "x", "u-x", "n1") == ""  # a concurrent bind verb
+        return node
+
+    admitter.place = place_then_a_bind_lands
+    result = admitter.run_once()
+    assert result.admitted == [] and "no node has room" in result.held["default/a"]
+    assert engine.handle.reservations.held() == []
