@@ -161,6 +161,8 @@ class Nudger:
         self._seq = self.cluster.changes_since(None)[1]
         self._added = 0
         self._due: dict[str, PodInfo] = {}
+        self._woken: dict[str, int] = {}
+        """Of the pods due because of changes: the latest change seen when they were made due."""
         self._last: dict[str, float] = {}
         self._stop = threading.Event()
 
@@ -169,6 +171,7 @@ class Nudger:
         self.queue.reservations.expire_due()
         for pod in self.queue.wakeups.take_due():
             self._due[pod.uid] = pod
+            self._woken.pop(pod.uid, None)  # its time has come: touched whatever it saw since
         if self.on_events:
             self._wake_on_events()
         touched: list[str] = []
@@ -177,6 +180,15 @@ class Nudger:
             if current is None or current.uid != uid:  # bound, deleted or re-created meanwhile
                 self._forget(uid)
                 continue
+            woken = self._woken.get(uid)
+            if woken is not None:
+                latest = self.queue.unschedulable_pods.get(uid)
+                if latest is None or latest.seq >= woken:
+                    # retried since (kept due by the rate limits meanwhile): it fit, or a newer
+                    # rejection already saw what woke it - touching it would say nothing new
+                    self._due.pop(uid, None)
+                    self._woken.pop(uid, None)
+                    continue
             now = self.clock.monotonic()
             if now - self._last.get(uid, float("-inf")) < self.min_interval or not self.bucket.take(now):
                 continue
@@ -228,6 +240,7 @@ class Nudger:
             if node:
                 taken.setdefault(node, []).append(pod)
             self._due[pod.uid] = pod
+            self._woken[pod.uid] = self._seq
 
     def _room(self, pod: PodInfo, later: Sequence[Change] | None, taken: dict[str, list[PodInfo]]) -> str | None:
         """Where ``pod`` would fit now ("" if it asks for no managed resource: nothing to count),
@@ -282,6 +295,7 @@ class Nudger:
 
     def _forget(self, uid: str) -> None:
         self._due.pop(uid, None)
+        self._woken.pop(uid, None)
         self.queue.schedulable(uid)
 
     def run_forever(self, leading: Callable[[], bool], period: float = 0.2) -> None:

@@ -62,6 +62,11 @@ class UnschedulablePods:
         with self._lock:
             self._by_uid.pop(uid, None)
 
+    def get(self, uid: str) -> Rejection | None:
+        """The pod's latest rejection, if it is unschedulable."""
+        with self._lock:
+            return self._by_uid.get(uid)
+
     def list(self) -> list[Rejection]:
         """Pods whose last Filter answer rejected every node (oldest first)."""
         with self._lock:

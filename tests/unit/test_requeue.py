@@ -240,3 +240,18 @@ def test_the_release_of_an_earlier_pod_of_the_same_name_nudges_the_new_one() -> 
     cluster.delete_pod("default", "web-0")  # the watch catches up: the old one's GPU is free
     cluster.add_pod(new)
     assert state.nudger.run_once() == ["default/web-0"]
+
+
+def test_a_pod_kept_due_and_retried_after_the_change_is_not_nudged_once_its_interval_ends() -> None:
+    """p0 is nudged (n2 added), rejected again; n3 is added within its minInterval, so it is kept
+    due. kube-scheduler retries it on its own meanwhile and the extender, which has applied n3,
+    rejects it: that answer is not stale, so when the interval ends nothing is left to nudge."""
+    engine, nudger, cluster, clock = setup(min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # woken, but within its minInterval: kept due
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # retried after n3
+    clock.advance(31)
+    assert nudger.run_once() == []
