@@ -1,7 +1,8 @@
 """Error mapping: one Flask error handler per exception class, each turning it into a JSON answer
 (as Flask's documentation recommends for APIs). The verbs answer their own errors
 (``extender.api.verbs``); these are what the Flask app raises around them: a body that cannot be
-read, routing (404, 405), the body limit (413), and anything unexpected in the debug views."""
+read, routing (404, 405 naming the methods allowed), the body limit (413), and anything
+unexpected in the debug views; OPTIONS is answered in JSON too."""
 
 from __future__ import annotations
 
@@ -43,7 +44,22 @@ def register_errors(app: Flask, verbs: Verbs) -> None:
             message = too_large(app.config.get("MAX_CONTENT_LENGTH"))
         elif exc.code == 404:
             message = f"no such endpoint: {request.method} {request.path}"
-        return json_response(error_payload(exc.name.lower(), message), exc.code or 500)
+        response = json_response(error_payload(exc.name.lower(), message), exc.code or 500)
+        for name, value in exc.get_headers():
+            if name.lower() == "allow":  # a 405 names the methods allowed (RFC 9110 15.5.6)
+                response.headers[name] = value
+        return response
+
+    @app.before_request
+    def options() -> Response | None:
+        """OPTIONS is answered in JSON, as every other answer (Flask's own is an empty HTML page):
+        the methods the path allows, also in ``Allow``."""
+        if request.method != "OPTIONS" or request.url_rule is None:
+            return None
+        allowed = sorted((request.url_rule.methods or set()) | {"OPTIONS"})
+        response = json_response({"allow": allowed}, 200)
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:

@@ -156,6 +156,8 @@ class _Reader:
         self._chunked = False
         self._length = 0
         """The request's Content-Length (0: none)."""
+        self._line = 0
+        """Bytes of the head's current line not ended yet (``feed``)."""
         self._raw_left = 0
         """Body bytes still owed to ``_pending``, read by hand after an Upgrade stopped the parser
         (llhttp completes such a request at the end of its head)."""
@@ -169,8 +171,10 @@ class _Reader:
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        if self.limits.line and len(self._url) > self.limits.line:
-            raise Refused(414, f"Request Line is too large ({len(self._url)} > {self.limits.line})")
+        # gunicorn's limit is the whole line: the method, the target, " HTTP/1.1" and the space
+        line = len(self.parser.get_method()) + 1 + len(self._url) + 9
+        if self.limits.line and line > self.limits.line:
+            raise Refused(414, f"Request Line is too large ({line} > {self.limits.line})")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
@@ -184,8 +188,13 @@ class _Reader:
         if version not in ("1.1", "1.0"):
             raise Refused(400, f"Invalid HTTP Version 'HTTP/{version}'")
         limit = self.limits.body
+        hosts = 0
         for name, value in self._headers:
             lname = name.lower()
+            if lname == b"host":
+                hosts += 1
+                if hosts > 1:  # RFC 9112 3.2: a request with more than one Host is a 400
+                    raise Refused(400, "Invalid HTTP Header: 'HOST'")
             if lname == b"transfer-encoding":
                 if value.strip().lower() != b"chunked":
                     raise Refused(501, f"Unsupported transfer coding: {value.decode('latin-1')!r}")
@@ -226,10 +235,18 @@ class _Reader:
             self.started = self.head_done = True
 
     def feed(self, data: bytes) -> None:
-        """Parse ``data``; Refused for what the connection must answer itself."""
+        """Parse ``data``; Refused for what the connection must answer itself - a line of the head
+        that goes on beyond its limit too, before it ends (httptools holds an unfinished field
+        and joins each read's part to it: without a bound, a field that never ends costs time
+        growing with the square of its length)."""
         if self._raw_left:
             self._take_raw(data)
             return
+        in_head = self.started and not self.head_done
+        if in_head:  # the whole of ``data`` is this head's: its unfinished line is known exactly
+            end = data.rfind(b"\n")
+            self._line = len(data) - end - 1 if end >= 0 else self._line + len(data)
+            self._bound_line()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -253,6 +270,18 @@ class _Reader:
             if self.started and self.head_done:
                 raise Refused(400, f"request body could not be read: {exc}") from None
             raise Refused(400, f"Invalid request: {exc}") from None
+        if not in_head and self.started and not self.head_done:  # a head began in ``data``
+            end = data.rfind(b"\n")  # what came before it in ``data`` is unknown: at most one read
+            self._line = len(data) - end - 1 if end >= 0 else 0
+            self._bound_line()
+
+    def _bound_line(self) -> None:
+        """Refuse a head whose unfinished line is beyond its limit already."""
+        bound = max(self.limits.line, self.limits.field_size)
+        if bound and self._line > bound + 2:  # a header line may hold its ": " beyond the field
+            if self._headers:
+                raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
+            raise Refused(414, f"Request Line is too large (more than {self.limits.line})")
 
 
 Recorder = Callable[[], bool]
