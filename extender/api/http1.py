@@ -243,10 +243,6 @@ class _Reader:
             self._take_raw(data)
             return
         in_head = self.started and not self.head_done
-        if in_head:  # the whole of ``data`` is this head's: its unfinished line is known exactly
-            end = data.rfind(b"\n")
-            self._line = len(data) - end - 1 if end >= 0 else self._line + len(data)
-            self._bound_line()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -270,18 +266,27 @@ class _Reader:
             if self.started and self.head_done:
                 raise Refused(400, f"request body could not be read: {exc}") from None
             raise Refused(400, f"Invalid request: {exc}") from None
-        if not in_head and self.started and not self.head_done:  # a head began in ``data``
-            end = data.rfind(b"\n")  # what came before it in ``data`` is unknown: at most one read
-            self._line = len(data) - end - 1 if end >= 0 else 0
-            self._bound_line()
+        self._follow_line(data, in_head)
 
-    def _bound_line(self) -> None:
-        """Refuse a head whose unfinished line is beyond its limit already."""
-        bound = max(self.limits.line, self.limits.field_size)
-        if bound and self._line > bound + 2:  # a header line may hold its ": " beyond the field
-            if self._headers:
-                raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
-            raise Refused(414, f"Request Line is too large (more than {self.limits.line})")
+    def _follow_line(self, data: bytes, in_head: bool) -> None:
+        """After ``data`` was parsed: the length of the head's line not ended yet, and a 431 once
+        it is beyond its field's limit. Known exactly when the head went on through all of
+        ``data``, or began in it and ended lines there after its first header; otherwise (the
+        head began in ``data`` after a body, say) counted from 0 - lenient for one read only."""
+        if not self.started or self.head_done:
+            self._line = 0
+            return
+        end = data.rfind(b"\n")
+        if in_head:
+            self._line = len(data) - end - 1 if end >= 0 else self._line + len(data)
+        else:
+            self._line = len(data) - end - 1 if end >= 0 and self._headers else 0
+        # before the first header is known complete the line may still be the request line, which
+        # on_url holds to its own limit: beyond both limits it is a header field (0: no limit)
+        field, line = self.limits.field_size, self.limits.line
+        limit = field if self._headers else field and line and max(field, line)
+        if limit and self._line > limit + 2:  # a header line holds its ": " beyond the field's size
+            raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
 
 
 Recorder = Callable[[], bool]

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from test_fastlane import LIMIT, Lane, app, lane  # noqa: F401 - fixtures
+from test_fastlane import LIMIT, Lane, app, args, lane, post  # noqa: F401 - fixtures
 
-from extender.api.http1 import Limits
+from extender.api.http1 import Limits, Refused, _Reader
 
 
 def test_request_line_limit_counts_the_whole_request_line(app: Any) -> None:
@@ -62,3 +62,96 @@ def test_two_host_headers_are_a_bad_request(lane: Lane) -> None:
     lane.send(b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
     status, headers, body = lane.reply()
     assert status == 400 and headers["connection"] == "close", (status, body)
+
+
+# ---- what the bound on an unfinished head line must let through ----------------------------
+
+BODY = b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":["' + b"n" * 10000 + b'"]}'  # json.Marshal: no newline
+
+
+def head(length: int) -> bytes:
+    return (b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % length)
+
+
+def test_head_split_then_rest_of_head_and_body_in_one_read() -> None:
+    """The head arrives in two reads; the second holds the head's end and a newline-free body
+    over 8 KB. feed() takes the bytes after the read's last newline - the body - for the
+    head's unfinished line and refuses the request."""
+    reader = _Reader(Limits(body=1 << 20))
+    data = head(len(BODY)) + BODY
+    reader.feed(data[:20])  # "POST /scheduler/filt"
+    reader.feed(data[20:])  # 414 today
+    assert [r.body for r in reader.ready] == [BODY]
+
+
+def test_body_without_newline_then_pipelined_request_begins() -> None:
+    """One read: a whole request whose body has no newline, then the start of the next one.
+    The next head's unfinished line is counted from the last newline - in the first head."""
+    reader = _Reader(Limits(body=1 << 20))
+    reader.feed(head(len(BODY)) + BODY + b"GET /hea")  # 414 today
+    reader.feed(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [r.target for r in reader.ready] == ["/scheduler/filter", "/healthz"]
+
+
+def test_chunked_body_after_a_split_head() -> None:
+    reader = _Reader(Limits(body=1 << 20))
+    data = (b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n")
+    reader.feed(data[:10])
+    reader.feed(data[10:])  # the read ends with CRLF: passes; the same with the chunk cut:
+    assert reader.ready[0].body == BODY
+    reader = _Reader(Limits(body=1 << 20))
+    cut = data.index(BODY) + 9000
+    reader.feed(data[:10])
+    reader.feed(data[10:cut])  # 414 today
+    reader.feed(data[cut:])
+    assert reader.ready[0].body == BODY
+
+
+@pytest.mark.parametrize("limits", [Limits(line=0, body=1 << 20), Limits(field_size=0, body=1 << 20)],
+                         ids=["line-unlimited", "field-size-unlimited"])
+def test_a_zero_limit_stays_unlimited_when_the_line_is_split(limits: Limits) -> None:
+    """gunicorn: limit_request_line 0 / limit_request_field_size 0 = unlimited. The new bound
+    takes max(line, field_size), i.e. the other limit, for every line of the head."""
+    if limits.line == 0:
+        data = b"GET /healthz?" + b"a" * 12000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    else:
+        data = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"v" * 12000 + b"\r\n\r\n"
+    reader = _Reader(limits)
+    for i in range(0, len(data), 1000):  # a long line arriving over several reads
+        reader.feed(data[i:i + 1000])
+    assert len(reader.ready) == 1
+    # the same bytes in one read are served: only the split is refused
+    one = _Reader(limits)
+    one.feed(data)
+    assert len(one.ready) == 1
+
+
+def test_first_header_field_too_long_is_431_not_414() -> None:
+    """An over-long first header field (request line complete) is called a too-long request
+    line (414): on_header comes only once the next field begins, so _headers is still empty."""
+    reader = _Reader(Limits(body=1 << 20))
+    reader.feed(b"GET /healthz HTTP/1.1\r\nX-Long: ")
+    with pytest.raises(Refused) as refused:
+        reader.feed(b"v" * 9000)
+    assert refused.value.status == 431, str(refused.value)
+
+
+def test_over_a_socket_a_pipelined_request_after_a_large_body_is_answered(app: Any) -> None:
+    """End to end on the fast lane: kube-scheduler's filter body (json.Marshal, no newline) of
+    ~14 KB, and the start of a pipelined probe in the same read: refused 414 and closed."""
+    lane = Lane(app, Limits(body=1 << 20))
+    try:
+        body = args("p", tuple(f"node-{i}" for i in range(1500)))
+        assert len(body) > 8192 and b"\n" not in body
+        lane.send(post("/scheduler/filter", body) + b"GET /hea")  # one read holds both
+        assert lane.reply()[0] == 200
+        try:
+            lane.send(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        except BrokenPipeError:  # today the lane has already answered 414 and closed
+            pass
+        status, _, reply = lane.reply()
+        assert (status, reply) == (200, b'{"status":"ok"}'), (status, reply)
+    finally:
+        lane.sock.close()
