@@ -231,8 +231,9 @@ class ClusterCache:
 
     def _only_nudged(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
         """``after`` is ``before`` with a new ``NUDGE_ANNOTATION`` and nothing else (the
-        resourceVersion and managedFields any write changes aside)."""
-        if self.annotation_prefix is None:
+        resourceVersion and managedFields any write changes aside) - on a pod not gated: the
+        touch of a gated pod (a timed wake-up) is what tells admission to look at it again."""
+        if self.annotation_prefix is None or (after.get("spec") or {}).get("schedulingGates"):
             return False
         key = self.annotation_prefix + NUDGE_ANNOTATION
         b_meta, a_meta = before.get("metadata") or {}, after.get("metadata") or {}

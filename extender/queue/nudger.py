@@ -225,8 +225,8 @@ class Nudger:
             pod = r.pod
             if pod.uid not in fresh and r.seq < prev:
                 r = dataclasses.replace(r, seq=prev)  # the changes up to prev were looked at already
-            if pod.uid in self._due or not index.any_after(r.seq, pod.key):
-                continue
+            if not index.any_after(r.seq, pod.key):
+                continue  # (a pod due already is looked at again: what wakes it now renews ``_woken``)
             current = self.cluster.pending_pod(pod.namespace, pod.name)
             if current is None or current.uid != pod.uid:  # bound, deleted or re-created meanwhile
                 self._forget(pod.uid)

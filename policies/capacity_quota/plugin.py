@@ -368,11 +368,14 @@ class CapacityQuota:
         evicted already (``going``: ``Handle.evictions`` about ``table.snapshot``), and whether
         it reclaims (stays within its namespace's ``min``)."""
         unit = self._unit(pod)
-        # at admission (a gated pod: admission's make_room) the pods admitted before it count, as
-        # PreEnqueue and Filter count them
-        used = table.used(_gated(pod), [*(u.uid for u in unit), *table.lower_nominated(pod)],
-                          [*self._accounted_already(unit), *going.values()])
-        reclaiming = logic.within_min(table.quotas.get(pod.namespace), used.get(pod.namespace, {}),
+        without = [*(u.uid for u in unit), *table.lower_nominated(pod)]
+        removed = [*self._accounted_already(unit), *going.values()]
+        used = table.used(False, without, removed)
+        # at admission (a gated pod: admission's make_room) the pods of its namespace admitted
+        # before it count, as PreEnqueue and Filter count them - in its own use only: another
+        # namespace's pending pods hold nothing, and make it no borrower
+        own = table.used(True, without, removed) if _gated(pod) else used
+        reclaiming = logic.within_min(table.quotas.get(pod.namespace), own.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return used, reclaiming
 

@@ -81,3 +81,19 @@ def test_an_admission_hold_of_a_pod_being_deleted_does_not_count() -> None:
     cluster.add_pod(g)
     cluster.add_pod(pod("h", "a", 0, gated=True))
     assert state.admitter.run_once().admitted == ["a/h"]
+
+
+def test_admission_reclaim_does_not_count_another_namespaces_pending_pods_as_its_use() -> None:
+    """b (min 2) runs b1, b2 on n1 - exactly its min, no borrowing - and has b3 pending (no
+    gate: merely waiting in kube-scheduler's queue, holding nothing). Gated p (a, within a's min)
+    finds no room. b is no borrower: reclaim must not take it below its min. But _stance now
+    uses admission=True for the whole table, so b's use counts b3 (3 > min 2) and b1/b2 look
+    evictable down to 'min' - p evicts one of b's running pods, leaving b at 1 of its min 2."""
+    state, cluster = app([make_node("n1").alloc(gpu=2).obj()],
+                         [pod("b1", "b", 0, "n1"), pod("b2", "b", 0, "n1"), pod("b3", "b", 0)],
+                         [make_elastic_quota("a", min={"gpu": 2}),
+                          make_elastic_quota("b", min={"gpu": 2})],
+                         admission={"enabled": True})
+    cluster.add_pod(pod("p", "a", 0, gated=True))
+    state.admitter.run_once()
+    assert {"b1", "b2"} <= alive(cluster), "a pod of a namespace within its min was evicted for reclaim"

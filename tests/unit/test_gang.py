@@ -689,3 +689,25 @@ def test_nudges_of_a_gang_that_does_not_fit_do_not_wake_each_other() -> None:
             touched.append(key)  # kube-scheduler retries the touched pod; the extender rejects it again
             assert not filter_pod(engine, cluster, key.split("/")[1], ["n1"]).feasible
     assert touched == ["default/a0"]
+
+
+def test_a_gated_member_is_admitted_when_its_groups_back_off_ends() -> None:
+    """a0 times out in Permit: group a backs off 5 s. Gated a2 is evaluated meanwhile: Gang's
+    PreFilter (admission's place) refuses it for the back-off and asks requeue_after - no cluster
+    event says when a back-off ends, so the timed wake-up's touch of a2 is what tells the Admitter
+    (its hints: 'a change to the pod itself'; a nudge of a pod not gated is no change for others,
+    of a gated one it is). Once the back-off is over and a2 touched, the next pass admits it."""
+    from extender.framework.clock import FakeClock
+
+    clock = FakeClock()
+    pods = group_of("a", 3)
+    pods[2]["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    state, cluster = gang_state({"n1": 4}, pods, clock=clock, permitTimeout=QUICK, backoff="5s")
+    engine, nudger, admitter = state.engine, state.nudger, state.admitter
+    assert filter_pod(engine, cluster, "a0", ["n1"]).feasible == ["n1"]
+    assert "permit failed" in engine.bind("default", "a0", "u-a0", "n1")  # the group backs off
+    first = admitter.run_once()
+    assert first.admitted == [] and "default/a2" in first.held
+    clock.advance(5)
+    assert nudger.run_once() == ["default/a2"]  # the back-off is over: the wake-up touches a2
+    assert admitter.run_once().admitted == ["default/a2"], "a2 waits for the resync"

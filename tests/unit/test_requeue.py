@@ -255,3 +255,37 @@ def test_a_pod_kept_due_and_retried_after_the_change_is_not_nudged_once_its_inte
     assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # retried after n3
     clock.advance(31)
     assert nudger.run_once() == []
+
+
+def test_a_pod_kept_due_is_still_nudged_for_a_change_its_newer_rejection_did_not_see() -> None:
+    """p0, kept due by its minInterval, is retried and rejected again (q3 took n3 first); then
+    'running' is deleted, after that answer: p0 is nudged for it once the interval ends."""
+    """p0 is woken by n3 but kept due by minInterval; q3 takes n3 and kube-scheduler retries p0:
+    rejected from a view that saw n3 - not the deletion of `running` the extender applies right
+    after (kube-scheduler's informer saw it first: the stale-view case nudges exist for). That
+    rejection is stale for the deletion, so p0 must be nudged once its interval ends. Instead the
+    next pass skips p0 when waking (it is still in _due), then drops it as 'retried since', and
+    the deletion is never looked at for it again (the next pass starts after it)."""
+    pods = [make_pod("running").uid("r").req(gpu=4).node("n1").obj(), make_pod("p0").uid("u-p0").req(gpu=1).obj()]
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods))
+    clock = FakeClock()
+    state = create_app(config_of(requeue={"nudge": True, "minInterval": "30s"}), source=cluster, clock=clock,
+                       background=False).extensions["kube_extender"]
+    engine, nudger = state.engine, state.nudger
+    def p0() -> dict:
+        return cluster.get_pod("default", "p0")
+    assert not engine.filter(p0(), ["n1"]).feasible
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    cluster.add_pod(make_pod("q2").uid("u-q2").req(gpu=1).node("n2").obj())  # q2 got there first
+    assert not engine.filter(p0(), ["n1", "n2"]).feasible  # p0 retried, rejected again
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # woken by n3, within its minInterval: kept due
+    cluster.add_pod(make_pod("q3").uid("u-q3").req(gpu=1).node("n3").obj())  # q3 got there first
+    assert not engine.filter(p0(), ["n1", "n2", "n3"]).feasible  # retried after n3: rejected
+    cluster.delete_pod("default", "running")  # applied after that answer: n1's 4 GPUs are free
+    touched = nudger.run_once()
+    for _ in range(2):
+        clock.advance(31)
+        touched += nudger.run_once()
+    assert touched == ["default/p0"], "the deletion p0's latest rejection did not see never nudged it"
