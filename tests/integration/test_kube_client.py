@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -12,6 +14,7 @@ from kubernetes import client as k8s
 
 from extender.app import api_connections, create_kube_app
 from extender.cluster.kube.client import ApiError, KubeClient
+from extender.cluster.kube.leader import LeaderElector
 from extender.testing.fakeapi import FakeApiServer
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -114,3 +117,66 @@ def test_the_extender_sizes_its_pool_from_its_configuration(api: FakeApiServer, 
         assert state.source.wait_synced(10)  # stopping while the first watches open waits for them
     finally:
         state.close()
+
+
+LEASE = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+         "metadata": {"name": "kube-extender", "namespace": "default", "resourceVersion": "7"},
+         "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15, "leaseTransitions": 1,
+                  "acquireTime": "2026-01-01T00:00:00.000000Z", "renewTime": "2026-01-01T00:00:00.000000Z"}}
+
+
+def read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def answer(conn: socket.socket, obj: Any) -> None:
+    body = json.dumps(obj).encode()
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_a_lease_renewal_put_on_a_keep_alive_connection_the_server_closes_is_retried() -> None:
+    """The server closes the kept-alive connection the PUT went out on (its idle timeout racing
+    the request: urllib3's is_connection_dropped cannot see it before sending). urllib3's
+    default Retry re-sends an idempotent PUT on a new connection (DEFAULT_ALLOWED_METHODS); with
+    retries=False for every non-GET the renewal round is lost. (POST was never retried in this
+    case: not idempotent.) PUT of a Lease carries its resourceVersion, so a retry can't land late
+    unsafely: a 409 if anything changed."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    puts: list[bytes] = []
+
+    def serve() -> None:
+        first, _ = listener.accept()
+        assert read_request(first).startswith(b"GET ")
+        answer(first, LEASE)  # keep-alive
+        head = read_request(first)  # the PUT, on the same connection...
+        puts.append(head)
+        first.close()  # ...which the server closes unanswered
+        second, _ = listener.accept()
+        head = read_request(second)
+        puts.append(head)
+        answer(second, {**LEASE, "metadata": {**LEASE["metadata"], "resourceVersion": "8"}})
+        second.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    elector = LeaderElector(KubeClient(k8s.ApiClient(configuration), timeout=5.0), name="kube-extender",
+                            namespace="default", identity="me")
+    try:
+        assert elector.try_acquire_or_renew(), f"renewal lost; PUTs the server saw: {len(puts)}"
+    finally:
+        listener.close()

@@ -4,6 +4,7 @@ ends streams at once, or is stopped mid-list (reviewed against client-go's refle
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from test_kube import api, node, pod, wait_for  # noqa: F401 - the api fixture
@@ -12,6 +13,8 @@ from extender.cluster.kube.client import KubeClient
 from extender.cluster.kube.source import KubeSource
 from extender.metrics import Metrics
 from extender.testing.fakeapi import FakeApiServer
+from extender.testing.fakeapi import errors as fake_errors
+from extender.testing.fakeapi.watch import ERROR
 
 
 class Recorder:
@@ -251,3 +254,96 @@ def test_the_harness_scheduler_sees_a_bound_pod_deleted_while_away_as_an_assigne
         assert "AssignedPodDelete" in events, events
     finally:
         view.stop()
+
+
+def record_backoffs(source: KubeSource, kind: str) -> list[tuple[int, int]]:
+    """(failures, status) of every back-off of ``kind``, each waiting 10 ms only."""
+    calls: list[tuple[int, int]] = []
+
+    def backoff(k: str, failures: int, exc: BaseException) -> None:
+        if k == kind:
+            calls.append((failures, getattr(exc, "status", -1)))
+        source._stop.wait(0.01)
+
+    source._backoff = backoff  # type: ignore[method-assign]
+    return calls
+
+
+def test_410_error_events_right_after_a_list_back_off_exponentially(api: FakeApiServer) -> None:
+    """The API server reports an expired resourceVersion as an ERROR event in a 200 stream
+    (client.watch's docstring says so; the fake and kube-apiserver's cacher do so). That
+    ERROR event counts in ``_delivered``, so ``gone`` is reset to 0 before every 410 and the
+    back-off after each list stays at its first step (0.5 s): two full lists a second for ever,
+    where client-go's back-off grows to 30 s. (The resilience test used an HTTP 410 answer.)"""
+    sink = Recorder()
+    source = KubeSource(KubeClient(api.api_client()), None, trim=False, watch_timeout=30)
+    calls = record_backoffs(source, "pod")
+    source.start(sink)
+    try:
+        assert source.wait_synced(10)
+        assert api.wait_for_watchers(1, "pods")
+        store_watch = api.store.watch
+
+        def lagging(rt: Any, *args: Any, **kwargs: Any) -> Any:  # a watch cache behind every list
+            w = store_watch(rt, *args, **kwargs)
+            if rt.plural == "pods":
+                w.push((ERROR, None, fake_errors.expired("too old resource version").status()))
+                w.close("error")
+            return w
+
+        api.store.watch = lagging  # type: ignore[method-assign]
+        api.drop_watches("pods")
+        wait_for(lambda: len([c for c in calls if c[1] == 410]) >= 5, what="five 410 back-offs")
+        steps = [n for n, status in calls if status == 410][:5]
+        assert steps == [1, 2, 3, 4, 5], f"back-off steps of consecutive 410s after lists: {steps}"
+    finally:
+        source.stop()
+
+
+def test_410_back_off_resets_once_a_watch_delivered(api: FakeApiServer) -> None:
+    """The docstring: '410s after a list back off until a watch delivers'. ``gone`` is reset only
+    when a watch that delivered *fails*; a watch that delivers and ends cleanly (every watch does
+    at its timeoutSeconds) leaves it as it was, so each later episode starts where the last one
+    ended and soon waits max_backoff before its first relist."""
+    sink = Recorder()
+    source = KubeSource(KubeClient(api.api_client()), None, trim=False, watch_timeout=30)
+    calls = record_backoffs(source, "pod")
+    source.start(sink)
+    try:
+        assert source.wait_synced(10)
+        assert api.wait_for_watchers(1, "pods")
+        for episode in range(2):
+            n = len(pod_watches(api))
+            # the next two watches: the resumed one and the one after the relist answer 410
+            api.fail_next("GET", r"^/api/v1/pods$", 410, reason="Expired", message="too old resource version",
+                          count=2, predicate=lambda r: r.watch)
+            api.drop_watches("pods")  # ends cleanly
+            wait_for(lambda: len(pod_watches(api)) >= n + 3 and api.watch_count("pods") >= 1,
+                     what="watching again")
+            before = source.last_resource_version["pod"]
+            api.create({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": f"p{episode}", "namespace": "default"},
+                        "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            wait_for(lambda: source.last_resource_version["pod"] != before, what="the watch delivers")
+        steps = [n for n, status in calls if status == 410]
+        assert steps == [1, 1], f"first 410 back-off step of each episode: {steps}"
+    finally:
+        api.clear_faults()
+        source.stop()
+
+
+def test_a_quiet_watch_ending_at_its_timeout_is_not_a_very_short_watch() -> None:
+    """watchTimeout has no lower bound; with timeoutSeconds=1 a quiet kind's watch ends after
+    the full second the server was asked for. ``_watch`` starts its clock only once the stream
+    is open (client-go starts it before the Watch call), so the healthy watch measures under
+    SHORT_WATCH and is taken for a failure: back-offs that grow (it never counts as opened)."""
+    with FakeApiServer(bookmark_interval=60.0) as api:
+        source = KubeSource(KubeClient(api.api_client()), None, trim=False, watch_timeout=1)
+        calls = record_backoffs(source, "pdb")
+        source.start(Recorder())
+        try:
+            assert source.wait_synced(10)
+            time.sleep(5.5)  # five quiet PDB watches end at their timeout
+            assert calls == [], f"healthy 1 s watches failed as very short: {calls}"
+        finally:
+            source.stop()

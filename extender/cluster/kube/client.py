@@ -134,17 +134,18 @@ class KubeClient:
               content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
         """One request; the urllib3 response, its body not read yet. ``timeout``: (connect,
         read) seconds instead of the client's total timeout. A failure to get an answer at all
-        raises ApiError with status 0. Only reads are tried again by the transport (urllib3's
-        retries): a write is sent once, within its timeout, so a leader's write checked against
-        its fence never lands later than the fence allows (a retry after a connect timeout
-        would start the timeout again)."""
+        raises ApiError with status 0. A POST or PATCH (a Binding, an eviction, a patch of a pod)
+        is sent once, within its timeout, so a leader's write checked against its fence never
+        lands later than the fence allows (urllib3's retry after a connect timeout would start the
+        timeout again); the idempotent methods keep the transport's retries (a Lease's PUT
+        carries its resourceVersion: a late one is refused)."""
         params = _query(query or {})
         url = f"{self._prefix}{path}?{params}" if params else self._prefix + path
         try:
             return self._urlopen(method, url, body=None if body is None else orjson.dumps(body),
                                  headers=self._headers(content_type), preload_content=False,
                                  timeout=self._timeout if timeout is None else urllib3.Timeout(*timeout),
-                                 retries=None if method == "GET" else False)
+                                 retries=False if method in ("POST", "PATCH") else None)
         except (OSError, urllib3.exceptions.HTTPError) as exc:  # urllib3's are not OSErrors in every version
             raise ApiError(0, f"{type(exc).__name__}: {exc}") from exc
 

@@ -217,6 +217,8 @@ class KubeSource:
                         return
                 rv = self._watch(kind, rv)
                 failures = 0
+                if self._delivered[kind]:
+                    gone = 0
             except ApiError as exc:
                 if self._stop.is_set():
                     return
@@ -324,6 +326,7 @@ class KubeSource:
         """Watch from ``rv`` until the stream ends; the last resourceVersion delivered. A stream
         that ends within ``SHORT_WATCH`` seconds with no event raises (client-go's "very short
         watch"): the loop backs off instead of opening the next one at once."""
+        began = time.monotonic()  # before the call, as client-go times a watch
         stream = self.client.watch(PATHS[kind], resource_version=rv, timeout_seconds=self.watch_timeout)
         with self._lock:
             if self._stop.is_set():  # stop() closed the streams it knew before this one opened
@@ -331,12 +334,9 @@ class KubeSource:
                 return rv
             self._streams[kind] = stream
         self._opened[kind] = True
-        began = time.monotonic()
         events = 0
         try:
             for event in iter(stream):
-                events += 1
-                self._delivered[kind] = events
                 if self._stop.is_set():
                     break
                 etype = event.get("type")
@@ -344,6 +344,8 @@ class KubeSource:
                 if etype == "ERROR":
                     code = obj.get("code") if isinstance(obj, dict) else None
                     raise ApiError(int(code or 500), str(obj.get("message", "watch error")), str(obj.get("reason", "")))
+                events += 1  # delivered (an ERROR - a 410 in a 200 stream - is no delivery)
+                self._delivered[kind] = events
                 new_rv = ((obj.get("metadata") or {}).get("resourceVersion")) if isinstance(obj, dict) else None
                 if new_rv:
                     rv = str(new_rv)
