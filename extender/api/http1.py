@@ -158,6 +158,10 @@ class _Reader:
         """The request's Content-Length (0: none)."""
         self._line = 0
         """Bytes of the head's current line not ended yet (``feed``)."""
+        self._line_ended = False
+        """The head's request line has ended (``feed`` saw a newline in it)."""
+        self._begun = 0
+        """Messages begun on this connection."""
         self._raw_left = 0
         """Body bytes still owed to ``_pending``, read by hand after an Upgrade stopped the parser
         (llhttp completes such a request at the end of its head)."""
@@ -168,6 +172,8 @@ class _Reader:
         self.started, self.head_done, self.expects_continue = True, False, False
         self._url, self._headers, self._body, self._size, self._chunked = b"", [], [], 0, False
         self._length = 0
+        self._begun += 1
+        self._line_ended = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -242,7 +248,7 @@ class _Reader:
         if self._raw_left:
             self._take_raw(data)
             return
-        in_head = self.started and not self.head_done
+        in_head, was_started, begun = self.started and not self.head_done, self.started, self._begun
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -266,27 +272,37 @@ class _Reader:
             if self.started and self.head_done:
                 raise Refused(400, f"request body could not be read: {exc}") from None
             raise Refused(400, f"Invalid request: {exc}") from None
-        self._follow_line(data, in_head)
+        self._follow_line(data, continuing=in_head and self._begun == begun,
+                          from_start=not was_started and self._begun == begun + 1)
 
-    def _follow_line(self, data: bytes, in_head: bool) -> None:
-        """After ``data`` was parsed: the length of the head's line not ended yet, and a 431 once
-        it is beyond its field's limit. Known exactly when the head went on through all of
-        ``data``, or began in it and ended lines there after its first header; otherwise (the
-        head began in ``data`` after a body, say) counted from 0 - lenient for one read only."""
+    def _follow_line(self, data: bytes, continuing: bool, from_start: bool) -> None:
+        """After ``data`` was parsed: the length of the head's line not ended yet, refused once it
+        is beyond its limit (the field size's for a header line, 431; the request line's, 414).
+        Known exactly when ``data`` is all this head's - it went on through the whole read
+        (``continuing``), or began with the read (``from_start``) - or when this head began
+        later in ``data`` and one of its header lines ended there; otherwise (a pipelined head
+        begun after a body, no header line of it ended yet) counted from 0: lenient for that
+        one read."""
         if not self.started or self.head_done:
             self._line = 0
             return
         end = data.rfind(b"\n")
-        if in_head:
+        if continuing:
             self._line = len(data) - end - 1 if end >= 0 else self._line + len(data)
+        elif from_start:
+            self._line = len(data) - end - 1 if end >= 0 else len(data)
+        elif self._headers and end >= 0:
+            self._line = len(data) - end - 1
         else:
-            self._line = len(data) - end - 1 if end >= 0 and self._headers else 0
-        # before the first header is known complete the line may still be the request line, which
-        # on_url holds to its own limit: beyond both limits it is a header field (0: no limit)
-        field, line = self.limits.field_size, self.limits.line
-        limit = field if self._headers else field and line and max(field, line)
+            self._line, end = 0, -1
+        if end >= 0 and (continuing or from_start):
+            self._line_ended = True
+        header = bool(self._headers) or self._line_ended
+        limit = self.limits.field_size if header else self.limits.line
         if limit and self._line > limit + 2:  # a header line holds its ": " beyond the field's size
-            raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
+            if header:
+                raise Refused(431, "Error parsing headers: 'limit request headers fields size'")
+            raise Refused(414, f"Request Line is too large (more than {self.limits.line})")
 
 
 Recorder = Callable[[], bool]

@@ -231,7 +231,10 @@ class Nudger:
             if current is None or current.uid != pod.uid:  # bound, deleted or re-created meanwhile
                 self._forget(pod.uid)
             elif not complete or self._wakes(index, pod, r.plugins, r.seq):
-                candidates[pod.uid] = r
+                if pod.uid in self._due:  # placed already when it was made due: only the mark is new
+                    self._woken[pod.uid] = self._seq
+                else:
+                    candidates[pod.uid] = r
         for pod in self.plugins.sort(r.pod for r in candidates.values()):
             r = candidates[pod.uid]
             node = self._room(pod, index.after(r.seq, pod.key) if complete else None, taken)

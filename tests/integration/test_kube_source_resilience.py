@@ -347,3 +347,51 @@ def test_a_quiet_watch_ending_at_its_timeout_is_not_a_very_short_watch() -> None
             assert calls == [], f"healthy 1 s watches failed as very short: {calls}"
         finally:
             source.stop()
+
+
+def test_a_list_whose_continue_token_expires_is_not_retried_in_a_tight_loop(api: FakeApiServer) -> None:
+    """A paged list whose next page answers 410 (its continue token too old - kube-apiserver's
+    "The provided continue parameter is too old"): _relist raises ApiError(410) before
+    ``listed`` is set, so the 410 branch relists at once with no back-off, and again, for ever."""
+    for i in range(3):
+        api.create(pod(f"p{i}", 1))
+    api.fail_next("GET", r"^/api/v1/pods$", 410, reason="Expired", message="continue parameter too old",
+                  count=None, predicate=lambda r: not r.watch and bool(r.param("continue")))
+    source = KubeSource(KubeClient(api.api_client()), None, trim=False, watch_timeout=30, page_size=1)
+    source.start(Recorder())
+    try:
+        threading.Event().wait(1.0)
+        lists = len(pod_lists(api))
+        assert lists <= 10, f"{lists} pod list requests in one second"
+    finally:
+        api.clear_faults()
+        source.stop()
+
+
+def test_watches_that_open_and_fail_at_once_with_an_error_event_back_off_more_and_more(api: FakeApiServer) -> None:
+    """A watch answered 200 whose first and only event is an ERROR other than 410 (a 500, or
+    the cacher's 504 'Too large resource version'): no delivery, yet ``_opened`` makes each such
+    failure 'a first failure again' - the back-off stays at its first step (0.5 s) for ever,
+    where a stream ended at once with no event (very short watch) backs off 1, 2, 3, ..."""
+    source = KubeSource(KubeClient(api.api_client()), None, trim=False, watch_timeout=30)
+    calls = record_backoffs(source, "pod")
+    source.start(Recorder())
+    try:
+        assert source.wait_synced(10)
+        assert api.wait_for_watchers(1, "pods")
+        store_watch = api.store.watch
+
+        def failing(rt: Any, *args: Any, **kwargs: Any) -> Any:
+            w = store_watch(rt, *args, **kwargs)
+            if rt.plural == "pods":
+                w.push((ERROR, None, fake_errors.internal_error("etcd unavailable").status()))
+                w.close("error")
+            return w
+
+        api.store.watch = failing  # type: ignore[method-assign]
+        api.drop_watches("pods")
+        wait_for(lambda: len([c for c in calls if c[1] == 500]) >= 5, what="five back-offs")
+        steps = [n for n, status in calls if status == 500][:5]
+        assert steps == [1, 2, 3, 4, 5], f"back-off steps of watches failing at once: {steps}"
+    finally:
+        source.stop()

@@ -4,6 +4,7 @@ request line within its limit, an unfinished header field bounded, 405 with Allo
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -155,3 +156,63 @@ def test_over_a_socket_a_pipelined_request_after_a_large_body_is_answered(app: A
         assert (status, reply) == (200, b'{"status":"ok"}'), (status, reply)
     finally:
         lane.sock.close()
+
+
+def test_pipelined_request_after_a_large_body_when_the_head_was_split() -> None:
+    """The read goes on with a head begun in an earlier read (in_head), ends it, carries a
+    newline-free body over 8 KB and the start of a pipelined request. _follow_line takes the
+    in_head branch and counts everything after the read's last newline - the first head's
+    end - i.e. the body, for the new head's unfinished line: 431 for a legitimate request."""
+    reader = _Reader(Limits(body=1 << 20))
+    data = head(len(BODY)) + BODY
+    reader.feed(data[:20])                 # "POST /scheduler/filt"
+    reader.feed(data[20:] + b"GET /hea")   # Refused(431) today
+    reader.feed(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [r.target for r in reader.ready] == ["/scheduler/filter", "/healthz"]
+
+
+def test_over_a_socket_pipelined_request_after_a_split_head_and_large_body(app: Any) -> None:
+    lane = Lane(app, Limits(body=1 << 20))
+    try:
+        body = args("p", tuple(f"node-{i}" for i in range(1500)))
+        assert len(body) > 8192 and b"\n" not in body
+        request = post("/scheduler/filter", body)
+        lane.send(request[:20])
+        threading.Event().wait(0.2)  # the lane reads the head's start on its own
+        lane.send(request[20:] + b"GET /hea")
+        assert lane.reply()[0] == 200
+        try:
+            lane.send(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        except BrokenPipeError:
+            pass
+        status, _, reply = lane.reply()
+        assert (status, reply) == (200, b'{"status":"ok"}'), (status, reply)
+    finally:
+        lane.sock.close()
+
+
+def test_first_header_field_in_the_heads_first_read_is_not_counted() -> None:
+    """A connection's first read: the request line, then an unfinished first header field far
+    over limit_request_field_size. The whole read is the head's, yet _follow_line counts 0 for
+    it (the head began in this read and no header is complete yet); the next reads, a byte
+    each, count from 0 - the field grows to ~108 KB unrefused (httptools re-joins it each read)."""
+    reader = _Reader(Limits(body=1 << 20))
+    with pytest.raises(Refused) as refused:
+        reader.feed(b"GET /healthz HTTP/1.1\r\nX-Long: " + b"v" * 100_000)
+        for _ in range(8000):
+            reader.feed(b"v")
+    assert refused.value.status == 431
+
+
+@pytest.mark.parametrize("line", [0, 1 << 16], ids=["line-unlimited", "line-64k"])
+def test_first_header_field_bounded_by_field_size_when_line_limit_is_larger_or_zero(line: int) -> None:
+    """limit_request_line 0 (no limit) or above the field size: until the first header is
+    complete the bound is max(line, field) or none at all - a first header field (the request
+    line long complete) arriving slowly is held to the request line's limit, not its own."""
+    reader = _Reader(Limits(line=line, body=1 << 20))
+    reader.feed(b"GET /healthz HTTP/1.1\r\n")
+    reader.feed(b"X-Long: ")
+    with pytest.raises(Refused) as refused:
+        for _ in range(20):  # 20 KB, 1 KB a read: over field_size 8190 by far
+            reader.feed(b"v" * 1000)
+    assert refused.value.status == 431

@@ -289,3 +289,22 @@ def test_a_pod_kept_due_is_still_nudged_for_a_change_its_newer_rejection_did_not
         clock.advance(31)
         touched += nudger.run_once()
     assert touched == ["default/p0"], "the deletion p0's latest rejection did not see never nudged it"
+
+
+def test_a_due_pod_looked_at_again_does_not_take_the_new_room_from_the_next_pod() -> None:
+    """p0 is due already (woken by n3, kept by its minInterval). n4 comes with one more GPU: the
+    pass looks at p0 again, places it on n4 (only the nodes changed since the pass before are
+    looked at) and counts it in ``taken`` - a second place for one pod - so p1, which n4 is
+    for, is not nudged. Before 0fbaa4d a due pod was skipped and p1 got n4. 3 free GPUs, 2
+    pods: p1 is never nudged (no later change comes)."""
+    engine, nudger, cluster, clock = setup(pending=2, min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]  # one GPU: p0 (queue order)
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # retried, rejected
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # p0 woken by n3, kept due by its interval; n3 counted as p0's
+    cluster.add_node(make_node("n4").alloc(gpu=1).obj())  # room for p1 now
+    touched = nudger.run_once()
+    clock.advance(31)
+    touched += nudger.run_once()
+    assert "default/p1" in touched, f"p1 never nudged though n4 came free for it: {touched}, {nudged(cluster)}"

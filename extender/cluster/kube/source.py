@@ -211,8 +211,8 @@ class KubeSource:
             listed = False
             try:
                 if not rv:
+                    listed = True  # a 410 of the list itself (its continue token expired) backs off too
                     rv = self._relist(kind)
-                    listed = True
                     if self._stop.is_set():
                         return
                 rv = self._watch(kind, rv)
@@ -343,6 +343,8 @@ class KubeSource:
                 obj = event.get("object") or {}
                 if etype == "ERROR":
                     code = obj.get("code") if isinstance(obj, dict) else None
+                    if not events and time.monotonic() - began < SHORT_WATCH:
+                        self._opened[kind] = False  # refused at once, in the stream: no watch that worked
                     raise ApiError(int(code or 500), str(obj.get("message", "watch error")), str(obj.get("reason", "")))
                 events += 1  # delivered (an ERROR - a 410 in a 200 stream - is no delivery)
                 self._delivered[kind] = events
