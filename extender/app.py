@@ -139,9 +139,13 @@ def _frameworks(config: ExtenderConfig, handle: EngineHandle, registry: Registry
                                                                  metrics, path)
         except ProfileError as exc:
             problems.extend(exc.problems)
-    if config.extender.ignorable and any(p.name == "Gang" for fw in frameworks.values() for p in fw.permit_plugins):
+    gang = any(p.name == "Gang" for fw in frameworks.values() for p in fw.permit_plugins)
+    if config.extender.ignorable and gang:
         problems.append(("extender.ignorable", "must be false with the Gang plugin: kube-scheduler binds a pod itself "
                          "when an ignorable extender's bind fails, so a group denied in Permit would be bound in part"))
+    if not config.extender.bind_verb and gang:
+        problems.append(("extender.bindVerb", "must be set with the Gang plugin: without it kube-scheduler binds every "
+                         "pod itself, and no member ever waits for its group in Permit (all or nothing is lost)"))
     return frameworks, problems
 
 

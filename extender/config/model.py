@@ -120,8 +120,8 @@ class ByteSize(fields.Field):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         try:
             amount = milli(value) // 1000
-        except QuantityError as exc:
-            raise ValidationError(str(exc)) from exc
+        except (QuantityError, ValueError, ArithmeticError) as exc:  # .inf, .nan: not a quantity
+            raise ValidationError(str(exc) or f"{value!r} is not a size") from exc
         if amount <= 0:
             raise ValidationError("must be positive")
         return amount
@@ -213,6 +213,8 @@ class _Extender(_Strict):
                 seen[verb] = key
         if data.get("httpTimeout", 5.0) == 0:
             raise ValidationError("must be positive (kube-scheduler treats 0 as 5s; say 5s)", "httpTimeout")
+        if 0 < data.get("httpTimeout", 5.0) < 0.001:  # written for kube-scheduler in whole ms: 0ms, its 5s
+            raise ValidationError("must be at least 1ms (kube-scheduler is given whole milliseconds)", "httpTimeout")
 
 
 class _Tls(_Strict):
@@ -301,6 +303,8 @@ class _PluginSet(_Strict):
             name = d.get("name") if isinstance(d, dict) else d
             if not isinstance(name, str) or not name:
                 raise ValidationError({"disabled": {i: ["must be a plugin name or {name: ...}"]}})
+            if isinstance(d, dict) and set(d) - {"name"}:
+                raise ValidationError({"disabled": {i: [f"unknown key {k!r}: only name" for k in sorted(set(d) - {"name"})]}})
             out.append(name)
         data["disabled"] = out
         return data
@@ -483,7 +487,7 @@ class ExtenderConfig:
             raise ConfigError([(f"--{path}", text) for path, text in flatten(errors)], "the command line")
         server = replace(self.server, **given)
         link = self.extender
-        if not self.raw.get("extender", {}).get("urlPrefix"):
+        if not (self.raw.get("extender") or {}).get("urlPrefix"):
             link = replace(link, url_prefix=_default_url(server))
         return replace(self, server=server, extender=link)
 
@@ -640,7 +644,14 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor``: merged, may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar, not a mapping or list",
+                                                        key_node.start_mark) from None
             if key in seen:
                 raise _RepeatedKey(str(key), key_node.start_mark.line + 1)
             seen.add(key)

@@ -17,14 +17,28 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("not a duration")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise ValueError(f"{value!r} is not a finite duration")
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise ValueError(f"{str(value)[:20]!r} is not a finite duration")
+        return _within_go(seconds, value)
     if isinstance(value, str) and _DURATION.match(value.strip()):
-        return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))
+        return _within_go(sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value)), value)
     if value == "0":
         return 0.0
     raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
+
+
+GO_MAX_SECONDS = (2**63 - 1) / 1e9
+"""The longest duration Go's time.Duration holds (~2562047h): kube-scheduler reads ours with it."""
+
+
+def _within_go(seconds: float, value: Any) -> float:
+    if not abs(seconds) <= GO_MAX_SECONDS:  # inf and nan too
+        raise ValueError(f"{str(value)[:20]!r} is longer than the longest duration Go holds (2562047h)")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -122,6 +122,8 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
                 chosen.append((plugin, reweighted.get(ref.name, ref.weight)))
         for i, ref in enumerate(multi.enabled):
             plugin = instance(ref.name, f"{path}.plugins.multiPoint.enabled[{i}].name")
+            if ref.name in user.disabled or "*" in user.disabled:  # disabled at this point (as kube-scheduler)
+                continue
             if (plugin is not None and isinstance(plugin, proto) and ref.name not in explicit
                     and all(p.name != ref.name for p, _ in chosen)):
                 chosen.append((plugin, ref.weight))

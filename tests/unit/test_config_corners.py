@@ -1,0 +1,131 @@
+"""Configuration corners: what the file may say without a traceback, a silently ignored setting
+or a kube-scheduler entry kube-scheduler cannot read."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.app import create_app
+from extender.cli import main
+from extender.cluster.memory import MemoryCluster
+from extender.config.model import ConfigError, load_config, parse_config
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`kube-extender config check FILE`: the exit code and stderr; a traceback fails the test."""
+    rc = main(["config", "check", str(write(tmp_path, text))])
+    return rc, capsys.readouterr().err
+
+
+def scheduler_entry_of(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["config", "scheduler", "--config", str(write(tmp_path, text))]) == 0
+    (entry,) = yaml.safe_load(capsys.readouterr().out)["extenders"]
+    return entry
+
+
+def extension_points(config: Any) -> dict[str, Any]:
+    app = create_app(config, source=MemoryCluster(), background=False)
+    return app.test_client().get("/debug/config").get_json()["profiles"][0]["extensionPoints"]
+
+
+# 1. A huge integer duration: OverflowError traceback instead of a config error.
+def test_a_huge_integer_duration_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, f"cache: {{assumedPodTTL: {10 ** 400}}}\n", capsys)
+    assert rc == 1 and "cache.assumedPodTTL" in err
+
+
+# 2. A duration string that overflows to infinity is accepted, then `config check` crashes formatting it.
+def test_an_infinite_duration_string_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, f'extender: {{httpTimeout: "{"9" * 400}h"}}\n', capsys)
+    assert rc == 1 and "extender.httpTimeout" in err
+
+
+# 3. maxRequestBytes: .inf / .nan -> ValueError traceback (milli raises ValueError, not QuantityError).
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_an_infinite_byte_size_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 value: str) -> None:
+    rc, err = check(tmp_path, f"server: {{maxRequestBytes: {value}}}\n", capsys)
+    assert rc == 1 and "server.maxRequestBytes" in err
+
+
+# 4. An unhashable YAML key (valid YAML) -> TypeError traceback from the repeated-key check.
+def test_an_unhashable_yaml_key_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, "server:\n  {a: 1}: 2\n", capsys)
+    assert rc == 1 and "config.yaml" in err
+
+
+# 5. YAML merge keys (which yaml.safe_load supports) are refused as "not valid YAML".
+def test_yaml_merge_keys_are_valid_yaml(tmp_path: Path) -> None:
+    f = write(tmp_path, textwrap.dedent("""\
+        profiles:
+          - &base {schedulerName: a, plugins: {multiPoint: {enabled: [{name: Gang}]}}}
+          - <<: *base
+            schedulerName: b
+        """))
+    config = load_config(f)
+    assert [p.scheduler_name for p in config.profiles] == ["a", "b"]
+
+
+# 6. An empty (null) `extender:` section passes `config check` but `serve` crashes in with_server.
+def test_a_null_extender_section_does_not_crash_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = write(tmp_path, "extender:\nserver: {port: 18123}\n")
+    assert main(["config", "check", str(f)]) == 0
+    monkeypatch.setattr("extender.server.ExtenderServer.run", lambda self: None)
+    assert main(["serve", "--config", str(f)]) == 0  # AttributeError: 'NoneType' object has no attribute 'get'
+
+
+# 7. httpTimeout below a millisecond is printed as "0ms", which kube-scheduler reads as its 5s default.
+def test_config_scheduler_does_not_print_a_zero_http_timeout(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["config", "scheduler", "--config", str(write(tmp_path, "extender: {httpTimeout: 400us}\n"))])
+    out = capsys.readouterr().out
+    assert rc == 1 or "httpTimeout: 0ms" not in out
+
+
+# 8. httpTimeout beyond Go's time.Duration range (~2562047h) is printed; kube-scheduler cannot decode it.
+def test_config_scheduler_refuses_an_http_timeout_go_cannot_parse(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, "extender: {httpTimeout: 3000000h}\n", capsys)
+    assert rc == 1 and "extender.httpTimeout" in err
+
+
+# 11. Per-point `disabled` does not remove a multiPoint-enabled plugin (kube-scheduler's
+#     expandMultiPointPlugins skips it there, and skips all of multiPoint with "*").
+def test_disabled_at_a_point_removes_a_multipoint_plugin_there() -> None:
+    config = parse_config({"profiles": [{"schedulerName": "a", "plugins": {
+        "multiPoint": {"enabled": [{"name": "Gang"}]},
+        "permit": {"disabled": ["Gang"]},
+        "reserve": {"disabled": ["*"]}}}]})
+    points = extension_points(config)
+    assert "Gang" not in points["permit"]
+    assert points["reserve"] == []
+
+
+# 12. bindVerb "" (kube-scheduler binds; no Reserve/Permit here) with Gang enabled: all-or-nothing
+#     silently lost (the same reasoning as the existing ignorable+Gang refusal).
+def test_gang_without_the_bind_verb_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, textwrap.dedent("""\
+        extender: {bindVerb: ""}
+        profiles:
+          - schedulerName: a
+            plugins: {multiPoint: {enabled: [{name: Gang}]}}
+        """), capsys)
+    assert rc == 1 and "bindVerb" in err
+
+
+# 13. `disabled: [{name: X, <typo>: ...}]`: extra keys silently ignored (everywhere else: "unknown key").
+def test_unknown_keys_in_a_disabled_entry_are_refused() -> None:
+    with pytest.raises(ConfigError, match="wieght"):
+        parse_config({"profiles": [{"schedulerName": "a", "plugins": {
+            "score": {"disabled": [{"name": "NodeResources", "wieght": 3}]}}}]})
