@@ -70,6 +70,9 @@ def load_objects(text: str, origin: str = "<cluster>") -> dict[str, list[dict[st
             raise ClusterFileError(f"{where}: {kind} needs metadata.name")
         if kind == "Pod" and not isinstance(obj.get("spec"), dict):
             raise ClusterFileError(f"{where}: Pod {meta['name']} needs a spec")
+        if kind == "PriorityClass" and (not isinstance(obj.get("value", 0), int) or isinstance(obj.get("value"), bool)):
+            raise ClusterFileError(f"{where}: PriorityClass {meta['name']} needs an integer value, "
+                                   f"got {obj.get('value')!r}")
         out[kind].append(obj)
     _apply_priority_classes(out)
     return out
@@ -78,9 +81,11 @@ def load_objects(text: str, origin: str = "<cluster>") -> dict[str, list[dict[st
 def load_file(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ClusterFileError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ClusterFileError(f"{p}: not UTF-8 text (byte {exc.start}): a cluster file is YAML") from exc
     return load_objects(text, str(p))
 
 

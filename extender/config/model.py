@@ -133,8 +133,10 @@ def valid_extended_resource_name(name: str) -> str | None:
         return "must be a qualified extended resource name with a domain, like example.com/gpu"
     if not _QUALIFIED.match(name):
         return "must be a qualified name (domain/name)"
-    domain = name.split("/", 1)[0]
-    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+    domain, part = name.split("/", 1)
+    if len(part) > 63 or len(domain) > 253:
+        return "must be a qualified name: a domain of at most 253 characters, a name of at most 63"
+    if "kubernetes.io/" in name:  # kube-scheduler takes such a name for a native resource
         return "must not be in the kubernetes.io namespace"
     if name.startswith("requests."):
         return "must not start with 'requests.'"

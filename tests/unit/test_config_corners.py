@@ -129,3 +129,28 @@ def test_unknown_keys_in_a_disabled_entry_are_refused() -> None:
     with pytest.raises(ConfigError, match="wieght"):
         parse_config({"profiles": [{"schedulerName": "a", "plugins": {
             "score": {"disabled": [{"name": "NodeResources", "wieght": 3}]}}}]})
+
+
+# 9. managedResources names kube-scheduler's validateExtendedResourceName rejects are accepted and printed.
+@pytest.mark.parametrize("name", ["example.com/" + "g" * 64,        # qualified-name part > 63 characters
+                                  "examplekubernetes.io/gpu"])        # contains "kubernetes.io/": native
+def test_managed_resource_names_kube_scheduler_rejects_are_config_errors(tmp_path: Path, name: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = check(tmp_path, f"managedResources: [{{name: {name}}}]\n", capsys)
+    assert rc == 1 and "managedResources[0].name" in err
+
+
+# 14. simulate --cluster FILE: a PriorityClass whose value is not an integer, or a non-UTF-8 file,
+#     is a traceback (serve --cluster reports them, simulate does not).
+@pytest.mark.parametrize("content", [
+    b"apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: high\n---\n"
+    b"apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: {priorityClassName: high, "
+    b"containers: []}\n",
+    b"kind: Node\nmetadata: {name: \"\xff\"}\n",
+], ids=["priority-class-value", "not-utf8"])
+def test_simulate_with_a_malformed_cluster_file_is_an_error_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes) -> None:
+    f = tmp_path / "cluster.yaml"
+    f.write_bytes(content)
+    assert main(["simulate", "--cluster", str(f), "--quiet", "--out", str(tmp_path / "out")]) == 1
+    assert str(f) in capsys.readouterr().err
