@@ -32,7 +32,7 @@ from extender.framework.cycle_state import CycleState
 from extender.framework.interfaces import MAX_NODE_SCORE
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
-from extender.runtime.framework import Framework, _crash, _invalid_score
+from extender.runtime.framework import Framework, _crash, _invalid_score, _status
 from extender.runtime.outcomes import MadeOnRead, NodeTexts
 
 
@@ -199,8 +199,8 @@ def filter_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snaps
             return None
         finally:
             fw._observe(p.name, "Filter", time.perf_counter() - t0)
-    if any(g.code is Code.ERROR for g in groups):
-        return None
+    if any(g.code is not Code.UNSCHEDULABLE and g.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE for g in groups):
+        return None  # an error, or a code no Filter may answer: the per-node path reports it
     if not groups:
         feasible = names.copy()
         snapshot.columns().remember(feasible, rows)
@@ -340,7 +340,7 @@ def score_names(fw: Framework, state: CycleState, pod: PodInfo, snapshot: Snapsh
 
     for pre in fw.pre_score_plugins:
         try:
-            st = pre.pre_score(state, pod, nodes())
+            st = _status(pre.pre_score(state, pod, nodes()), "PreScore")
         except Exception as exc:  # noqa: BLE001
             return np.zeros(0, np.int64), _crash(pre.name, "PreScore", exc)
         if st.code is Code.SKIP:

@@ -43,6 +43,28 @@ def _crash(plugin: str, point: str, exc: BaseException) -> Status:
                   plugin=plugin, error=exc)
 
 
+def _status(st: Any, point: str) -> Status:
+    """``st`` when a plugin returned a Status as it must; else TypeError (in the plugin's ``try``:
+    reported as that plugin's failure, not as an anonymous error of the engine)."""
+    if not isinstance(st, Status):
+        raise TypeError(f"{point} returned {type(st).__name__} {str(st)[:60]!r}, not a Status")
+    return st
+
+
+_REJECTS = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR})
+"""What a Filter may answer besides Success."""
+
+
+def _rejection(st: Any, plugin: str) -> Status:
+    """A Filter's non-success answer, with its plugin: a rejection or an error; anything else
+    (not a Status, SKIP, WAIT) raises TypeError - a Filter answers yes, no or failed."""
+    if not isinstance(st, Status) or st.code not in _REJECTS:
+        what = st.code.name if isinstance(st, Status) else f"{type(st).__name__} {str(st)[:60]!r}"
+        raise TypeError(f"Filter returned {what}: only Success, Unschedulable, UnschedulableAndUnresolvable "
+                        "or Error")
+    return st if st.plugin == plugin else st.with_plugin(plugin)
+
+
 _INT = frozenset({int})
 
 
@@ -222,6 +244,7 @@ class Framework:
             t0 = time.perf_counter()
             try:
                 result, st = p.pre_filter(state, pod, snapshot)
+                _status(st, "PreFilter")
             except Exception as exc:  # noqa: BLE001
                 return None, _crash(p.name, "PreFilter", exc)
             finally:
@@ -260,14 +283,14 @@ class Framework:
                         if st is None:
                             feasible.append(node.name)
                         else:
-                            rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
+                            rejected[node.name] = _rejection(st, only.name)
                 else:
                     for node in node_list:
                         st = only.filter(state, pod, node)
                         if st.code is Code.SUCCESS:
                             feasible.append(node.name)
                         else:
-                            rejected[node.name] = st if st.plugin == only.name else st.with_plugin(only.name)
+                            rejected[node.name] = _rejection(st, only.name)
             except Exception as exc:  # noqa: BLE001
                 self._fail_filter(out, node_list, _crash(only.name, "Filter", exc))
             self._observe(only.name, "Filter", clock() - t0)
@@ -278,14 +301,14 @@ class Framework:
                 t0 = clock()
                 try:
                     st = p.filter(state, pod, node)
+                    if st.code is not Code.SUCCESS:
+                        rejected[node.name] = _rejection(st, p.name)
+                        break
                 except Exception as exc:  # noqa: BLE001
                     self._fail_filter(out, node_list, _crash(p.name, "Filter", exc))
                     return out
                 finally:
                     spent[i] += clock() - t0
-                if st.code is not Code.SUCCESS:
-                    rejected[node.name] = st if st.plugin == p.name else st.with_plugin(p.name)
-                    break
             else:
                 feasible.append(node.name)
         for i, p in enumerate(plugins):
@@ -309,6 +332,7 @@ class Framework:
         for p in self.post_filter_plugins:
             try:
                 nominated, st = p.post_filter(state, pod, statuses)
+                _status(st, "PostFilter")
             except Exception as exc:  # noqa: BLE001
                 return None, _crash(p.name, "PostFilter", exc)
             if st.ok:
@@ -323,7 +347,7 @@ class Framework:
         weighted average of the plugins' scores), or an error status that aborts prioritize."""
         for pre in self.pre_score_plugins:
             try:
-                st = pre.pre_score(state, pod, nodes)
+                st = _status(pre.pre_score(state, pod, nodes), "PreScore")
             except Exception as exc:  # noqa: BLE001
                 return {}, _crash(pre.name, "PreScore", exc)
             if st.code is Code.SKIP:
@@ -376,6 +400,7 @@ class Framework:
         for p in self.preemption_plugins:
             try:
                 victims, st = p.process_preemption(state, pod, node, victims)
+                _status(st, "Preemption")
             except Exception as exc:  # noqa: BLE001
                 return [], _crash(p.name, "Preemption", exc)
             if not st.ok:
@@ -388,7 +413,7 @@ class Framework:
         """Reserve in order; on failure, Unreserve every Reserve plugin in reverse order."""
         for p in self.reserve_plugins:
             try:
-                st = p.reserve(state, pod, node_name)
+                st = _status(p.reserve(state, pod, node_name), "Reserve")
             except Exception as exc:  # noqa: BLE001
                 st = _crash(p.name, "Reserve", exc)
             if not st.ok:
@@ -414,12 +439,12 @@ class Framework:
         for p in self.permit_plugins:
             try:
                 st, timeout = p.permit(state, pod, node_name)
+                if _status(st, "Permit").code is Code.WAIT:
+                    timeouts[p.name] = max(0.0, float(timeout))  # a timeout that is no number fails here
+                    st = Status()
             except Exception as exc:  # noqa: BLE001
                 st = _crash(p.name, "Permit", exc)
-            if st.code is Code.WAIT:
-                timeouts[p.name] = max(0.0, float(timeout))
-                st = Status()
-            elif not st.ok:
+            if not st.ok:
                 st = st.with_plugin(p.name)
                 break
         if not st.ok:
@@ -449,7 +474,7 @@ class Framework:
     def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         for p in self.pre_bind_plugins:
             try:
-                st = p.pre_bind(state, pod, node_name)
+                st = _status(p.pre_bind(state, pod, node_name), "PreBind")
             except Exception as exc:  # noqa: BLE001
                 return _crash(p.name, "PreBind", exc)
             if not st.ok:
@@ -459,7 +484,7 @@ class Framework:
     def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         for p in self.bind_plugins:
             try:
-                st = p.bind(state, pod, node_name)
+                st = _status(p.bind(state, pod, node_name), "Bind")
             except Exception as exc:  # noqa: BLE001
                 return _crash(p.name, "Bind", exc)
             if st.code is Code.SKIP:

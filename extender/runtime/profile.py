@@ -98,6 +98,8 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         except Exception as exc:  # noqa: BLE001 - likewise a factory's
             problems.append((where, f"{who} could not be built: {type(exc).__name__}: {exc}"))
             return None
+        if instances[name] is None:  # a factory that forgot its return: the plugin would run nowhere
+            problems.append((where, f"{who} could not be built: its factory returned None, not a plugin"))
         return instances[name]
 
     multi = spec.plugins.get("multiPoint", PluginSet())

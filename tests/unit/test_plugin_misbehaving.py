@@ -1,0 +1,106 @@
+"""A third-party plugin that answers wrong: an error naming it, never an anonymous crash or a\nplugin silently off."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from extender.config.model import ConfigError
+from extender.framework import SKIP, SUCCESS, PluginSpec, Status
+from extender.runtime.outcomes import EngineError
+from extender.testing.kit import PluginHarness, make_node, make_pod
+
+NODES = [make_node("a").alloc(gpu=2).obj(), make_node("b").alloc(gpu=2).obj()]
+
+
+def spec_of(name: str, **methods: Any) -> PluginSpec:
+    cls = type(name, (), {"name": name, "__init__": lambda self, args, handle: None, **methods})
+    return PluginSpec(name, cls)
+
+
+# 1. A wrong return value escapes the Framework when the profile has another plugin at the point
+#    (the default profile always does): a bare AttributeError out of the verb, no plugin named.
+#    With the plugin alone at the point the same value gives "plugin X failed in Filter: ...".
+
+def test_a_filter_returning_none_is_an_error_naming_the_plugin() -> None:
+    h = PluginHarness(spec_of("BadFilter", filter=lambda self, s, p, n: None), nodes=NODES)
+    verdict = h.filter(make_pod("p").req(gpu=1).obj())  # raises AttributeError today
+    assert verdict.feasible == [] and "BadFilter" in verdict.error
+
+
+def test_a_filter_returning_none_answers_the_wire_with_an_error_naming_the_plugin() -> None:
+    h = PluginHarness(spec_of("BadFilter", filter=lambda self, s, p, n: None), nodes=NODES)
+    pod = make_pod("p").req(gpu=1).obj()
+    reply = h.app.test_client().post("/scheduler/filter", json={"Pod": pod, "NodeNames": ["a", "b"]})
+    assert reply.status_code == 200
+    assert "BadFilter" in reply.get_json()["Error"]  # today: "internal error: AttributeError: 'NoneType' ..."
+
+
+@pytest.mark.parametrize("spec, verb", [
+    (spec_of("BadPreFilter", pre_filter=lambda self, s, p, snap: (None, None)), "filter"),
+    (spec_of("BadPreScore", pre_score=lambda self, s, p, nodes: None, score=lambda self, s, p, n: 0), "prioritize"),
+    (spec_of("BadPostFilter", filter=lambda self, s, p, n: Status.unschedulable("no"),
+             post_filter=lambda self, s, p, statuses: (None, None)), "filter"),
+    (spec_of("BadPreemption", process_preemption=lambda self, s, p, n, v: (v, None)), "preempt"),
+], ids=["preFilter (None, None)", "preScore None", "postFilter (None, None)", "preemption (victims, None)"])
+def test_a_wrong_return_value_is_reported_naming_the_plugin(spec: PluginSpec, verb: str) -> None:
+    low = make_pod("low").req(gpu=2).node("a").priority(1).obj()
+    h = PluginHarness(spec, nodes=NODES, pods=[low])
+    pod = make_pod("p").req(gpu=2).priority(10).obj()
+    try:
+        if verb == "filter":
+            message = h.filter(pod).error
+        elif verb == "prioritize":
+            h.prioritize(pod)
+            message = ""
+        else:
+            h.preempt(pod)
+            message = ""
+    except EngineError as exc:  # how a plugin failure in prioritize/preempt is reported
+        message = str(exc)
+    assert spec.name in message  # today: AttributeError escapes the engine
+
+
+# 2. A Permit plugin returning (WAIT, None) (a forgotten timeout) fails the bind with an anonymous
+#    internal error AND leaves the pod in the Permit waiting room for good: plugins counting the
+#    room (handle.waiting_pods) see a ghost, and `left` never moves for it.
+
+def test_a_permit_with_a_bad_timeout_does_not_leave_the_pod_in_the_waiting_room() -> None:
+    h = PluginHarness(spec_of("NoTimeout", permit=lambda self, s, p, n: (Status.wait("hold"), None)), nodes=NODES)
+    binding = h.bind(make_pod("p").uid("u1").req(gpu=1).obj(), "a")
+    assert binding.outcome == "failed"
+    assert h.engine.handle.waiting_pods.get("u1") is None  # today: still there
+    assert "NoTimeout" in binding.error  # today: "internal error while binding: TypeError: float() ..."
+
+
+# 3. A factory that returns None (a function factory that forgot `return`) is accepted by start-up
+#    (`config check`, `serve`) and the plugin silently runs nowhere, even when enabled explicitly at a
+#    point - where a built plugin lacking that point's method is refused ("does not implement filter").
+
+def _forgot_return(args: Any, handle: Any) -> Any:
+    class Refuser:
+        name = "Refuser"
+
+        def filter(self, state: Any, pod: Any, node: Any) -> Status:
+            return Status.unresolvable("refused")
+    Refuser()
+
+
+@pytest.mark.parametrize("plugins", [None, {"filter": {"enabled": [{"name": "Refuser"}]}}],
+                         ids=["multiPoint", "filter.enabled"])
+def test_a_factory_returning_none_is_refused_at_start_up(plugins: Any) -> None:
+    with pytest.raises(ConfigError, match="Refuser"):
+        PluginHarness(PluginSpec("Refuser", _forgot_return), nodes=NODES, plugins=plugins)
+
+
+# 6. A Filter returning a non-rejection, non-success code (SKIP - easy to mistake for "no opinion",
+#    as in preFilter - or WAIT) rejects the node as a preemption candidate with an empty reason.
+#    kube-scheduler turns such a Filter status into an error naming the plugin.
+
+@pytest.mark.parametrize("returned", [SKIP, Status.wait("later")], ids=["SKIP", "WAIT"])
+def test_a_filter_returning_skip_or_wait_is_an_error_naming_the_plugin(returned: Status) -> None:
+    h = PluginHarness(spec_of("Shrug", filter=lambda self, s, p, n: returned), nodes=NODES)
+    verdict = h.filter(make_pod("p").req(gpu=1).obj())
+    assert "Shrug" in verdict.error  # today: no error, every node "failed" with reason ""
