@@ -7,6 +7,7 @@ HTTP 400, ``EngineError`` an answer naming the error.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,6 +29,9 @@ class EngineError(RuntimeError):
 
 V = TypeVar("V")
 
+_MAKING = threading.Lock()
+"""Held while a MadeOnRead makes its dict (a first read only: never on the verbs' path twice)."""
+
 
 class MadeOnRead(Mapping[str, V]):
     """A name -> value mapping whose dict ``_make`` builds the first time it is read: what a
@@ -42,9 +46,13 @@ class MadeOnRead(Mapping[str, V]):
         raise NotImplementedError
 
     def _made(self) -> dict[str, V]:
-        if self._dict is None:
-            self._dict = self._make()
-        return self._dict
+        made = self._dict
+        if made is None:
+            with _MAKING:  # two readers at once (two debug requests): one makes it, the other waits
+                made = self._dict
+                if made is None:
+                    made = self._dict = self._make()
+        return made
 
     def __getitem__(self, name: str) -> V:
         return self._made()[name]

@@ -35,6 +35,22 @@ class Device:
     healthy: bool = True
 
 
+MAX_DEVICES = 1024
+"""Devices a node may list: more is a broken inventory, not hardware (and would cost memory)."""
+
+MAX_AMOUNT = 2**53 - 1
+"""The largest memory (MiB) or compute a device may have: beyond any hardware, and the largest
+integer every JSON reader (the debug views' included) takes exactly."""
+
+
+def _plausible(devices: int, *amounts: int) -> str | None:
+    if devices > MAX_DEVICES:
+        return f"more than {MAX_DEVICES} devices on one node"
+    if any(a > MAX_AMOUNT for a in amounts):
+        return f"an amount beyond {MAX_AMOUNT}"
+    return None
+
+
 def parse_inventory(text: str | None) -> tuple[Device, ...]:
     """Parse ``{"devices": 4, "memoryMiB": 16384, "compute": 100, "unhealthy": [3]}`` (uniform)
     or ``{"devices": [{"id": 0, "memoryMiB": 16384, "compute": 100}, ...], "unhealthy": [..]}``,
@@ -56,9 +72,14 @@ def parse_inventory(text: str | None) -> tuple[Device, ...]:
         memory, compute = doc.get("memoryMiB"), doc.get("compute", FULL_COMPUTE)
         if type(memory) is not int or memory <= 0 or type(compute) is not int or compute <= 0 or spec < 0:
             raise InventoryError("uniform form needs devices >= 0, memoryMiB > 0 and compute > 0 (integers)")
+        implausible = _plausible(spec, memory, compute)
+        if implausible:
+            raise InventoryError(implausible)
         devices = [Device(i, memory, compute, i not in unhealthy) for i in range(spec)]
     elif isinstance(spec, list):
         seen: set[int] = set()
+        if len(spec) > MAX_DEVICES:
+            raise InventoryError(f"more than {MAX_DEVICES} devices on one node")
         for i, d in enumerate(spec):
             if not isinstance(d, dict):
                 raise InventoryError(f"devices[{i}] must be an object")
@@ -67,6 +88,8 @@ def parse_inventory(text: str | None) -> tuple[Device, ...]:
                 raise InventoryError(f"devices[{i}].id must be a unique integer")
             if type(memory) is not int or memory <= 0 or type(compute) is not int or compute <= 0:
                 raise InventoryError(f"devices[{i}] needs memoryMiB > 0 and compute > 0 (integers)")
+            if _plausible(0, memory, compute, abs(dev_id)):
+                raise InventoryError(f"devices[{i}]: {_plausible(0, memory, compute, abs(dev_id))}")
             seen.add(dev_id)
             devices.append(Device(dev_id, memory, compute, dev_id not in unhealthy and d.get("healthy", True) is True))
     else:
@@ -88,6 +111,9 @@ def inventory_from_labels(labels: Mapping[str, Any]) -> tuple[Device, ...]:
         raise InventoryError(f"label {GFD_COUNT} without {GFD_MEMORY} (MiB per device)")
     if not isinstance(memory, str) or not _DECIMAL.fullmatch(memory) or int(memory) == 0:
         raise InventoryError(f"label {GFD_MEMORY}={memory!r} is not a positive number of MiB")
+    implausible = _plausible(int(count), int(memory))
+    if implausible:
+        raise InventoryError(f"labels {GFD_COUNT}/{GFD_MEMORY}: {implausible}")
     return tuple(Device(i, int(memory)) for i in range(int(count)))
 
 

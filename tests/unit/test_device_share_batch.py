@@ -235,7 +235,7 @@ def test_device_amounts_beyond_the_rows_range_are_scored_per_node() -> None:
     whose amounts the int64 rows cannot hold exactly - beyond int64 (2^64 MiB), or near it so
     that a score's (used + added) * 100 would wrap (2^60 MiB) - is judged per node, and filter
     and prioritize answer what the per-node path answers (no error, no wrapped score)."""
-    for big, held in ((2**64, 0), (2**60, 2**59)):
+    for big, held in ((2**64, 0), (2**50, 2**62)):  # an inventory refused; a grant far beyond its device
         nodes = [make_node("big").annotations(**{INVENTORY: json.dumps({"devices": 1, "memoryMiB": big})}).obj(),
                  make_node("small").annotations(**{INVENTORY: json.dumps({"devices": 1, "memoryMiB": 16})}).obj()]
         pods = []

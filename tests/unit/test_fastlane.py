@@ -468,7 +468,8 @@ def test_a_post_offering_an_upgrade_is_answered_with_its_body(lane: Lane, split:
     request = post("/scheduler/filter", args(), *UPGRADE)
     cut = len(request) - len(args()) // 2 if split else len(request)
     lane.send(request[:cut])
-    lane.send(request[cut:])
+    if request[cut:]:  # (sent whole, nothing is left: an empty send after the lane closed can break the pipe)
+        lane.send(request[cut:])
     status, headers, body = lane.reply()
     assert status == 200, json.loads(body)
     assert json.loads(body)["NodeNames"] == ["n1", "n2"] and headers["connection"] == "close"
