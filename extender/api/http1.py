@@ -160,6 +160,8 @@ class _Reader:
         """Bytes of the head's current line not ended yet (``feed``)."""
         self._line_ended = False
         """The head's request line has ended (``feed`` saw a newline in it)."""
+        self._unsure = False
+        """The head began in the middle of a read: whether its request line ended there is unknown."""
         self._begun = 0
         """Messages begun on this connection."""
         self._raw_left = 0
@@ -173,7 +175,7 @@ class _Reader:
         self._url, self._headers, self._body, self._size, self._chunked = b"", [], [], 0, False
         self._length = 0
         self._begun += 1
-        self._line_ended = False
+        self._line_ended = self._unsure = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -294,11 +296,18 @@ class _Reader:
         elif self._headers and end >= 0:
             self._line = len(data) - end - 1
         else:
-            self._line, end = 0, -1
+            self._line, end, self._unsure = 0, -1, True
         if end >= 0 and (continuing or from_start):
             self._line_ended = True
         header = bool(self._headers) or self._line_ended
-        limit = self.limits.field_size if header else self.limits.line
+        field, line = self.limits.field_size, self.limits.line
+        if header:
+            limit = field
+        elif self._unsure:  # the request line, or already the first header field: the larger bound
+            limit = max(field, line) if field and line else field or line
+            header = self._line > line if line else True
+        else:
+            limit = line
         if limit and self._line > limit + 2:  # a header line holds its ": " beyond the field's size
             if header:
                 raise Refused(431, "Error parsing headers: 'limit request headers fields size'")

@@ -134,8 +134,8 @@ def valid_extended_resource_name(name: str) -> str | None:
     if not _QUALIFIED.match(name):
         return "must be a qualified name (domain/name)"
     domain, part = name.split("/", 1)
-    if len(part) > 63 or len(domain) > 253:
-        return "must be a qualified name: a domain of at most 253 characters, a name of at most 63"
+    if len(part) > 63 or len(domain) > 244:  # 244: kube-scheduler also checks "requests." + name
+        return "must be a qualified name: a domain of at most 244 characters, a name of at most 63"
     if "kubernetes.io/" in name:  # kube-scheduler takes such a name for a native resource
         return "must not be in the kubernetes.io namespace"
     if name.startswith("requests."):
@@ -643,7 +643,17 @@ class _StrictLoader(yaml.SafeLoader):
     """``yaml.safe_load``, but a key repeated in one mapping is an error (as Kubernetes' strict
     decoding says "duplicate field"), not the last value silently winning."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """The repeated-key check, on a mapping's own keys, before its merge keys (``<<``) bring
+        in theirs: a merged key its mapping sets again is an override, not a repeat. A mapping
+        flattened once (used again through an alias) is not checked again."""
+        checked: set[int] = self.__dict__.setdefault("_checked", set())
+        if id(node) not in checked:
+            checked.add(id(node))
+            self._no_repeats(node)
+        super().flatten_mapping(node)  # type: ignore[no-untyped-call]
+
+    def _no_repeats(self, node: yaml.MappingNode) -> None:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor``: merged, may be overridden
@@ -657,4 +667,3 @@ class _StrictLoader(yaml.SafeLoader):
             if key in seen:
                 raise _RepeatedKey(str(key), key_node.start_mark.line + 1)
             seen.add(key)
-        return super().construct_mapping(node, deep)

@@ -235,6 +235,15 @@ class Nudger:
                     self._woken[pod.uid] = self._seq
                 else:
                     candidates[pod.uid] = r
+        # the pods due already (kept by the rate limits) hold their places first, wherever they fit
+        # now; one that fits nowhere any more has nothing left to be nudged for
+        for pod in self.plugins.sort(p for uid, p in self._due.items() if uid in self._woken):
+            node = self._room(pod, None, taken)
+            if node is None:
+                self._due.pop(pod.uid, None)
+                self._woken.pop(pod.uid, None)
+            elif node:
+                taken.setdefault(node, []).append(pod)
         for pod in self.plugins.sort(r.pod for r in candidates.values()):
             r = candidates[pod.uid]
             node = self._room(pod, index.after(r.seq, pod.key) if complete else None, taken)

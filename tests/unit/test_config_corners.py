@@ -13,7 +13,7 @@ import yaml
 from extender.app import create_app
 from extender.cli import main
 from extender.cluster.memory import MemoryCluster
-from extender.config.model import ConfigError, load_config, parse_config
+from extender.config.model import ConfigError, load_config, parse_config, valid_extended_resource_name
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
@@ -154,3 +154,46 @@ def test_simulate_with_a_malformed_cluster_file_is_an_error_not_a_traceback(
     f.write_bytes(content)
     assert main(["simulate", "--cluster", str(f), "--quiet", "--out", str(tmp_path / "out")]) == 1
     assert str(f) in capsys.readouterr().err
+
+
+NESTED_MERGE = textwrap.dedent("""\
+    profiles:
+      - schedulerName: a
+        plugins: {multiPoint: {enabled: [{name: Gang}]}}
+        pluginConfig:
+          - name: Gang
+            args: &base {permitTimeout: 10s, backoff: 1s}
+      - schedulerName: b
+        plugins: {multiPoint: {enabled: [{name: Gang}]}}
+        pluginConfig:
+          - name: Gang
+            args:
+              <<: &tight
+                <<: *base
+                permitTimeout: 5s
+              backoff: 2s
+      - schedulerName: c
+        plugins: {multiPoint: {enabled: [{name: Gang}]}}
+        pluginConfig:
+          - name: Gang
+            args: *tight
+    """)
+
+
+def test_nested_merge_with_override_reused_by_alias(tmp_path: Path) -> None:
+    raw = yaml.safe_load(NESTED_MERGE)
+    assert raw["profiles"][2]["pluginConfig"][0]["args"] == {"permitTimeout": "5s", "backoff": "1s"}
+    f = tmp_path / "config.yaml"
+    f.write_text(NESTED_MERGE)
+    config = load_config(f)  # ConfigError: profiles...permitTimeout: repeated key
+    assert [p.scheduler_name for p in config.profiles] == ["a", "b", "c"]
+
+
+def test_a_domain_too_long_for_its_quota_name_is_refused() -> None:
+    """kube-scheduler's validateExtendedResourceName also requires v1helper.IsExtendedResourceName,
+    which checks IsQualifiedName("requests." + name): the domain gets 253 - len("requests.") = 244
+    characters, not 253. A 250-character domain passes here (and is printed into the scheduler
+    entry) but kube-scheduler refuses the configuration."""
+    domain = ".".join(["a" * 49] * 5) + "bb"  # 251 characters, labels of at most 55
+    assert 244 < len(domain) <= 253
+    assert valid_extended_resource_name(f"{domain}/gpu") is not None

@@ -216,3 +216,32 @@ def test_first_header_field_bounded_by_field_size_when_line_limit_is_larger_or_z
         for _ in range(20):  # 20 KB, 1 KB a read: over field_size 8190 by far
             reader.feed(b"v" * 1000)
     assert refused.value.status == 431
+
+
+PIPELINED_FIRST = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_pipelined_first_header_field_within_field_size_is_not_a_414() -> None:
+    """One read: a whole request, then the next one's request line (ended) and the start of its
+    first header field. That read takes _follow_line's last branch (a head begun after another,
+    no header complete): _line 0 and _line_ended stays False. The next reads continue the field
+    without a newline: they are held to limit_request_line (4094) as if still the request line,
+    so a legitimate 5000-byte field (limit_request_field_size is 8190) is refused with a 414."""
+    reader = _Reader(Limits(body=1 << 20))
+    reader.feed(PIPELINED_FIRST + b"GET /healthz HTTP/1.1\r\nX-Long: ")
+    reader.feed(b"v" * 5000)  # Refused(414, 'Request Line is too large (more than 4094)')
+    reader.feed(b"\r\nHost: x\r\n\r\n")
+    assert [r.target for r in reader.ready] == ["/healthz", "/healthz"]
+
+
+def test_pipelined_unfinished_header_field_is_bounded_when_the_line_limit_is_zero() -> None:
+    """The same with limit_request_line 0 (no limit): the field is taken for the request line,
+    whose limit is none, so it grows 1 KB a read far beyond limit_request_field_size unrefused
+    (the non-pipelined twin, test_first_header_field_bounded_by_field_size_when_line_limit_is_
+    larger_or_zero, is refused with a 431)."""
+    reader = _Reader(Limits(line=0, body=1 << 20))
+    reader.feed(PIPELINED_FIRST + b"GET /healthz HTTP/1.1\r\nX-Long: ")
+    with pytest.raises(Refused) as refused:
+        for _ in range(100):  # 100 KB, 1 KB a read; field_size is 8190
+            reader.feed(b"v" * 1000)
+    assert refused.value.status == 431

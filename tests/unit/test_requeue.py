@@ -308,3 +308,44 @@ def test_a_due_pod_looked_at_again_does_not_take_the_new_room_from_the_next_pod(
     clock.advance(31)
     touched += nudger.run_once()
     assert "default/p1" in touched, f"p1 never nudged though n4 came free for it: {touched}, {nudged(cluster)}"
+
+
+def test_one_free_gpu_does_not_nudge_a_due_pod_and_the_next_pod_for_it() -> None:
+    """q2 takes n2 (p0's first nudge); p0 is retried and rejected; n3 brings ONE GPU: p0 is made
+    due for it (kept by its minInterval). n3 is then updated (a label): a NODE_UPDATE on n3. p0,
+    due already, only renews its mark - its place on n3 is not counted in ``taken`` - so p1 is
+    placed on n3 too and made due: one free GPU, two pods nudged (docstring: "one freed GPU nudges
+    one pod"). Before 75c63da p0 was placed first (queue order) and took n3."""
+    engine, nudger, cluster, clock = setup(pending=2, min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    cluster.add_pod(make_pod("q2").uid("u-q2").req(gpu=1).node("n2").obj())  # q2 got n2 first
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2"]).feasible
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())  # one GPU free in the whole cluster
+    assert nudger.run_once() == []  # p0 due for n3, kept by its minInterval
+    cluster.add_node(make_node("n3").alloc(gpu=1).labels(zone="a").obj())  # n3 updated: still one GPU
+    touched = nudger.run_once()
+    clock.advance(31)
+    touched += nudger.run_once()
+    assert touched == ["default/p0"], f"one free GPU (n3), yet nudged: {touched} ({nudged(cluster)})"
+
+
+def test_a_due_pod_is_not_kept_due_by_a_change_that_frees_nothing_for_it() -> None:
+    """p0 is due for n3 (kept by its minInterval); q3 takes n3 and kube-scheduler retries p0: rejected
+    from a view that saw both. A node without GPUs is added next: it frees nothing p0 needs
+    (test_a_change_that_frees_nothing_the_pod_needs_nudges_nothing), yet p0, being in _due, only
+    renews its mark to after its newer rejection and is nudged when the interval ends."""
+    engine, nudger, cluster, clock = setup(pending=1, min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible  # stale: n2 unseen
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # due, kept by its minInterval
+    cluster.add_pod(make_pod("q2").uid("u-q2").req(gpu=1).node("n2").obj())
+    cluster.add_pod(make_pod("q3").uid("u-q3").req(gpu=1).node("n3").obj())
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2", "n3"]).feasible  # not stale
+    cluster.add_node(make_node("n4").alloc(gpu=0).obj())  # a capacity event, but no GPU on it
+    touched = nudger.run_once()
+    clock.advance(31)
+    touched += nudger.run_once()
+    assert touched == [], f"nothing free for p0, yet nudged: {touched}"
