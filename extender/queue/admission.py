@@ -186,6 +186,10 @@ class Admitter:
             node = "" if preempted or not pod.requests else self.place(pod, strict=True)
             if node is None and self.make_room is not None and self.make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
+            if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
+                node = self._hold_where_it_fits(pod, node)
+            elif node:
+                node = ""
             if node is None:
                 reason = "no node has room for it once the capacity held for pods admitted before it is counted"
                 held[pod.key] = reason
@@ -193,18 +197,6 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
-                held_on = self._hold_where_it_fits(pod, node)
-                if held_on is None:
-                    reason = "no node has room for it once the capacity held for pods admitted before it is counted"
-                    held[pod.key] = reason
-                    self._hold_at_gate(pod, _Verdict(NO_ROOM, reason))
-                    if self.strategy == "StrictFIFO":
-                        blocked |= wants
-                    continue
-                node = held_on
-            else:
-                node = ""
             self._verdicts.pop(pod.uid, None)
             try:
                 self.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import urllib3
 from builders import GPU, make_node, make_pod
 from conftest import config_of
+from test_kube import wait_for
 
 from extender.app import create_app
 from extender.cluster.kube.client import KubeClient
@@ -23,16 +24,6 @@ from extender.framework.registration import PluginSpec
 from extender.framework.status import Status
 from extender.runtime.registry import Registry
 from extender.testing.fakeapi import FakeApiServer
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

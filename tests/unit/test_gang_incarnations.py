@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from builders import make_node, make_pod
+from test_gang import FailFirstPreBind
 
 from extender.framework.registration import PluginSpec
-from extender.framework.status import Code, Status
 from extender.testing.kit.harness import PluginHarness
 from policies.gang.plugin import SPEC
 
@@ -47,21 +47,6 @@ def test_members_let_go_that_are_gone_do_not_complete_the_groups_next_incarnatio
     assert first.outcome == "waiting", f"r0 went alone: {first}"
     rest = [h.bind(p, "n1") for p in new[1:]]
     assert [b.result() for b in [first, *rest]] == ["bound"] * 3
-
-
-class FailFirstPreBind:
-    """Fails the first PreBind of ``pod_name``: its Binding fails after Permit let the group go."""
-
-    name = "FailFirstPreBind"
-
-    def __init__(self, pod_name: str) -> None:
-        self.pod_name, self.failed = pod_name, False
-
-    def pre_bind(self, state: Any, pod: Any, node: str) -> Status:
-        if pod.name == self.pod_name and not self.failed:
-            self.failed = True
-            return Status(Code.ERROR, ("injected: the Binding failed",))
-        return Status()
 
 
 def test_a_retry_counts_the_members_the_watch_shows_bound_while_it_counts() -> None:
