@@ -103,8 +103,11 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
             return json_response(error_payload("not found", f"the extender has no record of pod {key}"), 404)
         body: dict[str, Any] = {"pod": key, "state": "pending" if pending is not None else "unknown"}
         uids = {v.uid for v in (verdicts or {}).values()} | ({pending.uid} if pending else set())
-        current = pending.uid if pending is not None else next((u for u in uids if engine.cache.pod(u) is not None), None)
-        if current is not None and verdicts:  # a pod created again under this name: its own verdicts only
+        # a pod created again under this name: the latest one's verdicts only (the pending pod's;
+        # else the one last answered for - the extender may count an old one still)
+        current = pending.uid if pending is not None else (
+            max(verdicts.values(), key=lambda v: v.at).uid if verdicts else None)
+        if current is not None and verdicts:
             verdicts = {verb: v for verb, v in verdicts.items() if v.uid == current}
             uids = {current}
         for uid in uids:

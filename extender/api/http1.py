@@ -304,8 +304,8 @@ class _Reader:
         if header:
             limit = field
         elif self._unsure:  # the request line, or already the first header field: the larger bound
-            limit = max(field, line) if field and line else field or line
-            header = self._line > line if line else True
+            limit = max(field, line) if field and line else 0  # no limit on either: none on this line
+            header = True
         else:
             limit = line
         if limit and self._line > limit + 2:  # a header line holds its ": " beyond the field's size

@@ -231,20 +231,30 @@ class Nudger:
             if current is None or current.uid != pod.uid:  # bound, deleted or re-created meanwhile
                 self._forget(pod.uid)
             elif not complete or self._wakes(index, pod, r.plugins, r.seq):
-                if pod.uid in self._due:  # placed already when it was made due: only the mark is new
-                    self._woken[pod.uid] = self._seq
-                else:
+                if pod.uid not in self._due:
                     candidates[pod.uid] = r
-        # the pods due already (kept by the rate limits) hold their places first, wherever they fit
-        # now; one that fits nowhere any more has nothing left to be nudged for
-        for pod in self.plugins.sort(p for uid, p in self._due.items() if uid in self._woken):
-            node = self._room(pod, None, taken)
-            if node is None:
-                self._due.pop(pod.uid, None)
-                self._woken.pop(pod.uid, None)
-            elif node:
-                taken.setdefault(node, []).append(pod)
-        for pod in self.plugins.sort(r.pod for r in candidates.values()):
+                elif pod.uid in self._woken:  # due by a change before: only its mark is new
+                    self._woken[pod.uid] = self._seq
+        # the pods due already by a change (kept by the rate limits; timed wake-ups are touched
+        # whatever) take their places again, in queue order with the new candidates, wherever they
+        # fit now; one that fits nowhere any more has nothing left to be nudged for
+        due: dict[str, PodInfo] = {}
+        for uid, pod in list(self._due.items()):
+            if uid in self._woken:
+                current = self.cluster.pending_pod(pod.namespace, pod.name)
+                if current is None or current.uid != uid:  # bound, deleted or re-created meanwhile
+                    self._forget(uid)
+                else:
+                    due[uid] = pod
+        for pod in self.plugins.sort([*due.values(), *(r.pod for r in candidates.values())]):
+            if pod.uid in due:
+                node = self._room(pod, None, taken)
+                if node is None:
+                    self._due.pop(pod.uid, None)
+                    self._woken.pop(pod.uid, None)
+                elif node:
+                    taken.setdefault(node, []).append(pod)
+                continue
             r = candidates[pod.uid]
             node = self._room(pod, index.after(r.seq, pod.key) if complete else None, taken)
             if node is None:

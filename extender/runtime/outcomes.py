@@ -29,8 +29,9 @@ class EngineError(RuntimeError):
 
 V = TypeVar("V")
 
-_MAKING = threading.Lock()
-"""Held while a MadeOnRead makes its dict (a first read only: never on the verbs' path twice)."""
+_MAKING = threading.RLock()
+"""Held while a MadeOnRead makes its dict (a first read only: never on the verbs' path twice);
+re-entrant: a maker may read another MadeOnRead."""
 
 
 class MadeOnRead(Mapping[str, V]):

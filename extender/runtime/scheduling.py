@@ -269,9 +269,8 @@ class SchedulingCycle(VerbContext):
         if not outcome.error:
             if not feasible and fw.post_filter_plugins:
                 nominated, pst = fw.run_post_filter(state, pod, verdicts)
-                if pst.code is Code.ERROR:  # the cycle failed, as kube-scheduler's does on a PostFilter error
+                if pst.code is Code.ERROR:  # logged; the pod stays unschedulable, as in kube-scheduler
                     log.error("post-filter failed", extra={"pod": pod.key, "error": pst.message})
-                    outcome.error = pst.message
                 outcome.nominated = nominated if pst.ok else None
                 if outcome.nominated:  # held from now on, as kube-scheduler's nominator holds its own
                     self.queue.nominator.nominate(pod, outcome.nominated)

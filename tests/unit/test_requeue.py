@@ -349,3 +349,70 @@ def test_a_due_pod_is_not_kept_due_by_a_change_that_frees_nothing_for_it() -> No
     clock.advance(31)
     touched += nudger.run_once()
     assert touched == [], f"nothing free for p0, yet nudged: {touched}"
+
+
+def test_a_timed_wake_up_is_not_lost_to_a_change_that_frees_too_little() -> None:
+    """A plugin asked for a timed wake-up (requeue_after): the nudger touches the pod when the
+    time comes, whether or not it fits ("Timed wake-ups (always on)"). If, in that same pass, a
+    change its rejecting plugin registered comes too (a node too small for it), the pod - due
+    from its wake-up - gets a ``_woken`` mark, is then 'placed' by the due-pods loop, fits
+    nowhere, and is dropped from ``_due``: the wake-up is never delivered."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=1).obj()],
+                                            [make_pod("p0").uid("u-p0").req(gpu=2).obj()]))
+    clock = FakeClock()
+    state = create_app(config_of(), source=cluster, clock=clock, background=False).extensions["kube_extender"]
+    engine, nudger = state.engine, state.nudger
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1"]).feasible
+    engine.handle.requeue_after(engine.cache.pending_pod("default", "p0"), 5.0)
+    assert nudger.run_once() == []
+    clock.advance(5.0)
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())  # a NodeResources event; p0 still fits nowhere
+    touched = nudger.run_once()
+    touched += nudger.run_once()
+    assert touched == ["default/p0"], f"the timed wake-up of p0 was lost: {touched}, {nudged(cluster)}"
+
+
+def test_a_due_low_priority_pod_does_not_take_the_place_of_a_higher_priority_candidate() -> None:
+    """p0 (priority 0) is due for n3's one GPU, kept by its minInterval. hi (priority 1000) was
+    rejected from a view without n3; n3 then changes (a NODE_UPDATE after hi's rejection). In
+    queue order hi comes first and kube-scheduler, retrying both, would give n3 to hi. The
+    due-pods loop places p0 first whatever its rank, so hi finds n3 taken and is never nudged:
+    only p0 is (at the end of its interval)."""
+    engine, nudger, cluster, clock = setup(pending=1, min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    cluster.add_pod(make_pod("q2").uid("u-q2").req(gpu=1).node("n2").obj())  # q2 got n2 first
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2"]).feasible
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # p0 due for n3, kept by its minInterval
+    hi = make_pod("hi").uid("u-hi").req(gpu=1).priority(1000).obj()
+    cluster.add_pod(hi)
+    assert not engine.filter(cluster.get_pod("default", "hi"), ["n1", "n2"]).feasible  # stale: n3 unseen
+    cluster.add_node(make_node("n3").alloc(gpu=1).labels(zone="a").obj())  # n3 changes after hi's rejection
+    touched = nudger.run_once()
+    clock.advance(31)
+    touched += nudger.run_once()
+    assert "default/hi" in touched, f"hi (higher priority) never nudged for n3: {touched}, {nudged(cluster)}"
+
+
+def test_a_due_pod_bound_meanwhile_does_not_take_a_place_from_the_next_pod() -> None:
+    """p0 is due for n3 (kept by its minInterval). kube-scheduler retries it on its own: it fits
+    n3 (its rejection is dropped) and is bound there. n4 then comes with one GPU: the room p1
+    waits for. The due-pods loop (new in 8f58ab6) still places p0 - only the touch loop, which
+    runs after it, sees that p0 is no longer pending -: n3 counts p0 itself, so p0's stale
+    PodInfo is 'placed' on n4 and p1 finds n4 taken. p0 is then forgotten (bound), no later
+    change comes, and p1 is never nudged though n4's GPU is free for it."""
+    engine, nudger, cluster, clock = setup(pending=2, min_interval="30s")
+    cluster.add_node(make_node("n2").alloc(gpu=1).obj())
+    assert nudger.run_once() == ["default/p0"]
+    cluster.add_pod(make_pod("q2").uid("u-q2").req(gpu=1).node("n2").obj())  # q2 got n2 first
+    assert not engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2"]).feasible
+    cluster.add_node(make_node("n3").alloc(gpu=1).obj())
+    assert nudger.run_once() == []  # p0 due for n3, kept by its minInterval; p1: no room
+    assert engine.filter(cluster.get_pod("default", "p0"), ["n1", "n2", "n3"]).feasible == ["n3"]
+    cluster.bind("default", "p0", "u-p0", "n3")  # kube-scheduler placed p0 on its own
+    cluster.add_node(make_node("n4").alloc(gpu=1).obj())  # room for p1
+    touched = nudger.run_once()
+    clock.advance(31)
+    touched += nudger.run_once()
+    assert touched == ["default/p1"], f"n4 came free for p1, yet: {touched} ({nudged(cluster)})"
