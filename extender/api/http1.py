@@ -283,8 +283,9 @@ class _Reader:
         Known exactly when ``data`` is all this head's - it went on through the whole read
         (``continuing``), or began with the read (``from_start``) - or when this head began
         later in ``data`` and one of its header lines ended there; otherwise (a pipelined head
-        begun after a body, no header line of it ended yet) counted from 0: lenient for that
-        one read."""
+        begun after a body, no header line of it ended yet) counted from 0, lenient for that one
+        read, and held to the larger limit until a line of it ends (the request line's end is not
+        known then)."""
         if not self.started or self.head_done:
             self._line = 0
             return
@@ -304,7 +305,7 @@ class _Reader:
         if header:
             limit = field
         elif self._unsure:  # the request line, or already the first header field: the larger bound
-            limit = max(field, line) if field and line else 0  # no limit on either: none on this line
+            limit = max(field, line) if field and line else 0  # either limit off: none on this line
             header = True
         else:
             limit = line
