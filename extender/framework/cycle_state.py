@@ -32,6 +32,18 @@ class CycleState:
         unreadable): the engine keeps the pod's capacity held on its node - as the allocation
         the Binding carried - until the cluster tells, so a plugin must not hold it again."""
 
+    def clone(self) -> CycleState:
+        """A copy for a simulation - preemption asking whether the pod fits a node without some
+        pods - in which Filter plugins find what their PreFilter wrote (values shared, a shallow
+        copy) and are skipped as their PreFilter asked; what they write there stays there, as
+        kube-scheduler clones its cycle state for each node it tries. Added in API 1.2."""
+        copy = CycleState()
+        with self._lock:
+            copy._data = dict(self._data)
+        copy.skip_filter, copy.skip_score = set(self.skip_filter), set(self.skip_score)
+        copy.candidates = self.candidates
+        return copy
+
     def write(self, key: str, value: Any) -> None:
         with self._lock:
             self._data[key] = value

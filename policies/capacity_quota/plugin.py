@@ -322,7 +322,7 @@ class CapacityQuota:
                 continue
             pods = list(node.pods.values())
             protected = {p.uid for p in pods if not eviction.leaving(p, gone) and self.handle.pdb_violations([p])}
-            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node), protected,
+            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node, state), protected,
                                        gone)
             if victims:
                 fresh = tuple(v for v in victims if not eviction.leaving(v, gone))
@@ -352,7 +352,7 @@ class CapacityQuota:
         # pods leaving already (of lower priority: the engine dropped the others) free their room
         # whatever the quotas: their namespaces no longer count them
         kept = [v for v in victims if v.pod is None or v.pod.uid in allowed or eviction.leaving(v.pod, gone)]
-        if not self._fitting(pod, node)([v.pod for v in kept if v.pod is not None]):
+        if not self._fitting(pod, node, state)([v.pod for v in kept if v.pod is not None]):
             dropped = sorted(v.pod.key for v in victims
                              if v.pod is not None and v.pod.uid not in allowed and not eviction.leaving(v.pod, gone))
             if not dropped:
@@ -379,13 +379,14 @@ class CapacityQuota:
                                       logic.total(u.requests for u in unit))
         return used, reclaiming
 
-    def _fitting(self, pod: PodInfo, node: NodeInfo) -> Callable[[Sequence[PodInfo]], bool]:
-        """Does ``pod`` pass the profile's filters on ``node`` without the given victims?"""
+    def _fitting(self, pod: PodInfo, node: NodeInfo, state: CycleState) -> Callable[[Sequence[PodInfo]], bool]:
+        """Does ``pod`` pass the profile's filters on ``node`` without the given victims (each
+        trial on a copy of the cycle's ``state``: Filter plugins find their PreFilter's data)?"""
         def fits(victims: Sequence[PodInfo]) -> bool:
             sim = node
             for v in victims:
                 sim = sim.without_pod(v.uid, next(self._generations))
-            return self.handle.run_filters(CycleState(), pod, sim).ok
+            return self.handle.run_filters(state.clone(), pod, sim).ok
         return fits
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate, table: _Table,

@@ -61,7 +61,8 @@ class ManagedPreemption:
                 continue
             lower = [p for p in node.pods.values() if p.priority < pod.priority and not eviction.leaving(p, going)]
             protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
-            found = logic.victims_on(node, pod, lambda n: self.handle.run_filters(CycleState(), pod, n).ok,
+            # each trial on a copy of this cycle's state: Filter plugins find their PreFilter's data
+            found = logic.victims_on(node, pod, lambda n: self.handle.run_filters(state.clone(), pod, n).ok,
                                      lambda: next(self._generations), protected, going)
             if found is not None:
                 candidates.append(replace(found, pdb_violations=len(self.handle.pdb_violations(found.victims))))

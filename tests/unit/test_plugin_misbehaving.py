@@ -109,3 +109,36 @@ def test_a_filter_returning_skip_or_wait_is_an_error_naming_the_plugin(returned:
     h = PluginHarness(spec_of("Shrug", filter=lambda self, s, p, n: returned), nodes=NODES)
     verdict = h.filter(make_pod("p").req(gpu=1).obj())
     assert "Shrug" in verdict.error  # today: no error, every node "failed" with reason ""
+
+
+# 7. Preemption asks "would it fit?" through handle.run_filters with a fresh CycleState (the built-in
+#    ManagedPreemption, Gang, CapacityQuota do): a Filter plugin's PreFilter never ran for it. A plugin
+#    following the guide ("parse once in preFilter, keep it in the CycleState; filter only compares")
+#    then fails (CycleState.read: KeyError) or, having SKIPped in preFilter, is called anyway - and the
+#    pod is never preempted for. kube-scheduler reuses the cycle's PreFilter state in preemption.
+
+class Parsed:
+    name = "Parsed"
+
+    def __init__(self, args: Any, handle: Any) -> None:
+        pass
+
+    def pre_filter(self, state: Any, pod: Any, snapshot: Any) -> Any:
+        if "team" not in pod.labels:
+            return None, SKIP
+        state.write("Parsed", pod.labels["team"])
+        return None, SUCCESS
+
+    def filter(self, state: Any, pod: Any, node: Any) -> Status:
+        team = state.read("Parsed")  # written by pre_filter; not called when pre_filter skipped
+        return SUCCESS if node.labels.get("team", team) == team else Status.unresolvable("another team's node")
+
+
+@pytest.mark.parametrize("labels", [{"team": "ml"}, {}], ids=["state from preFilter", "preFilter skipped"])
+def test_preemption_runs_filter_plugins_with_their_prefilter_state(labels: dict[str, str]) -> None:
+    low = make_pod("low").uid("low").req(gpu=2).node("a").priority(1).obj()
+    h = PluginHarness(PluginSpec("Parsed", Parsed), nodes=[make_node("a").alloc(gpu=2).obj()], pods=[low],
+                      plugins={"multiPoint": {"enabled": [{"name": "ManagedPreemption"}, {"name": "Parsed"}]}})
+    verdict = h.filter(make_pod("p").req(gpu=2).priority(100).labels(**labels).obj())
+    assert verdict.reasons("a") == ("Insufficient example.com/gpu",)  # Parsed itself passes the node
+    assert verdict.nominated == "a"  # today: None (Parsed's filter raised KeyError in the preemption check)
