@@ -180,9 +180,11 @@ class _Reader:
     def on_url(self, url: bytes) -> None:
         self._url += url
         # gunicorn's limit is the whole line: the method, the target, " HTTP/1.1" and the space
-        line = len(self.parser.get_method()) + 1 + len(self._url) + 9
-        if self.limits.line and line > self.limits.line:
-            raise Refused(414, f"Request Line is too large ({line} > {self.limits.line})")
+        # (the method looked up only near the limit: llhttp knows no method of 24 letters or more)
+        if self.limits.line and len(self._url) + 33 > self.limits.line:
+            line = len(self.parser.get_method()) + 1 + len(self._url) + 9
+            if line > self.limits.line:
+                raise Refused(414, f"Request Line is too large ({line} > {self.limits.line})")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))

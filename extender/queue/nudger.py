@@ -81,12 +81,12 @@ class _Latest:
     key: str
     other: int = 0
 
-    def note(self, change: Change) -> None:
-        """``change`` (of this kind) is later than all noted so far."""
-        if change.key != self.key:
-            self.other = self.seq  # the latest so far, and not to change.key
-            self.key = change.key
-        self.seq = change.seq
+    def note(self, seq: int, key: str) -> None:
+        """A change (of this kind) to ``key``, later than all noted so far."""
+        if key != self.key:
+            self.other = self.seq  # the latest so far, and not to ``key``
+            self.key = key
+        self.seq = seq
 
     def excluding(self, key: str) -> int:
         """The sequence number of the latest noted change not to ``key`` (0: none)."""
@@ -110,16 +110,16 @@ class ChangeIndex:
         self.any: _Latest | None = None
         self.by_event: dict[ClusterEvent, _Latest] = {}
         for c in changes:
-            own = dataclasses.replace(c, key=_of_pod(c)) if c.event is ClusterEvent.ALLOCATION_RELEASED else c
+            key = _of_pod(c)
             latest = self.by_event.get(c.event)
             if latest is None:
-                self.by_event[c.event] = _Latest(c.seq, own.key)
+                self.by_event[c.event] = _Latest(c.seq, key)
             else:
-                latest.note(own)
+                latest.note(c.seq, key)
             if self.any is None:
-                self.any = _Latest(c.seq, own.key)
+                self.any = _Latest(c.seq, key)
             else:
-                self.any.note(own)
+                self.any.note(c.seq, key)
 
     def any_after(self, seq: int, key: str) -> bool:
         """Is some change later than ``seq`` and not to ``key``?"""

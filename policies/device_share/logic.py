@@ -88,8 +88,9 @@ def parse_inventory(text: str | None) -> tuple[Device, ...]:
                 raise InventoryError(f"devices[{i}].id must be a unique integer")
             if type(memory) is not int or memory <= 0 or type(compute) is not int or compute <= 0:
                 raise InventoryError(f"devices[{i}] needs memoryMiB > 0 and compute > 0 (integers)")
-            if _plausible(0, memory, compute, abs(dev_id)):
-                raise InventoryError(f"devices[{i}]: {_plausible(0, memory, compute, abs(dev_id))}")
+            implausible = _plausible(0, memory, compute, abs(dev_id))
+            if implausible:
+                raise InventoryError(f"devices[{i}]: {implausible}")
             seen.add(dev_id)
             devices.append(Device(dev_id, memory, compute, dev_id not in unhealthy and d.get("healthy", True) is True))
     else:
