@@ -11,6 +11,8 @@ described as ``None`` (not derivable), never guessed.
 
 from __future__ import annotations
 
+import decimal
+import json
 import typing
 from typing import Any, Mapping
 
@@ -62,7 +64,9 @@ def _field_schema(field: Any) -> dict[str, Any]:
         out["additionalProperties"] = _field_schema(values)
     default = getattr(field, "load_default", None)
     if default is not None and not callable(default) and type(default).__name__ != "_Missing":
-        out["default"] = default
+        written = _as_written(field, default)
+        if written is not _UNWRITABLE:
+            out["default"] = written
     for validator in getattr(field, "validators", ()):
         choices = getattr(validator, "choices", None)
         if choices is not None:
@@ -76,6 +80,26 @@ def _field_schema(field: Any) -> dict[str, Any]:
     if getattr(field, "allow_none", False) and "type" in out:
         out["type"] = [out["type"], "null"]
     return out
+
+
+_UNWRITABLE = object()
+
+
+def _as_written(field: Any, default: Any) -> Any:
+    """``default`` (a loaded value: a timedelta, a datetime, a Decimal, a tuple) as a config file
+    would write it - serialized by its own field, then made plain JSON (a Decimal as a number) -,
+    or ``_UNWRITABLE`` when it cannot be (left out of the description, never guessed)."""
+    try:
+        written = field.serialize("default", {"default": default})
+        return json.loads(json.dumps(written, default=_json_number))
+    except Exception:  # noqa: BLE001 - a third-party field that cannot serialize its own default
+        return _UNWRITABLE
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal) and value.is_finite():
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _object_schema(schema: Any) -> dict[str, Any]:

@@ -103,6 +103,46 @@ def test_debug_config_and_the_plugins_command_describe_every_plugin(install: Any
     assert "  extension points: filter\n  args:\n    limit: integer, default 3\n" in text
 
 
+WITH_DEFAULTS = '''
+import datetime, decimal
+from marshmallow import Schema, fields
+from extender.framework import PluginSpec, Status, schema_parser
+
+class Args(Schema):
+    wait = fields.TimeDelta(load_default=datetime.timedelta(seconds=90))
+    since = fields.DateTime(load_default=datetime.datetime(2026, 1, 2, 3, 4, 5))
+    share = fields.Decimal(load_default=decimal.Decimal("0.25"))
+    tags = fields.List(fields.String(), load_default=("a", "b"))
+
+class Timed:
+    name = "{name}"
+    def __init__(self, args, handle):
+        pass
+    def filter(self, state, pod, node):
+        return Status()
+
+SPEC = PluginSpec("{name}", Timed, schema_parser(Args))
+'''
+
+
+def test_defaults_json_cannot_hold_are_listed_as_the_args_would_be_written(
+        install: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A third-party plugin's defaults are Python values (a timedelta, a datetime, a Decimal):
+    the description gives them as a config file would write them, never a serialization error."""
+    install("acme-timed", {"Timed": WITH_DEFAULTS})
+    expected = {"wait": {"type": "number", "default": 90}, "since": {"type": "string", "default": "2026-01-02T03:04:05"},
+                "share": {"type": "number", "default": 0.25},
+                "tags": {"type": "array", "items": {"type": "string"}, "default": ["a", "b"]}}
+    assert cli.main(["plugins", "--json"]) == 0
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    assert listed["Timed"]["args"]["properties"] == expected
+    assert cli.main(["plugins"]) == 0
+    assert "    wait: number, default 90.0\n" in capsys.readouterr().out
+    reply = app_with(config_of()).test_client().get("/debug/config")
+    assert reply.status_code == 200
+    assert {p["name"]: p for p in reply.get_json()["plugins"]}["Timed"]["args"]["properties"] == expected
+
+
 @pytest.mark.parametrize("plugins, attr, message", [
     ({"NodeResources": GOOD}, "SPEC", "plugin 'NodeResources' of package acme-broken 1.2.3 clashes with plugin "
                                       "'NodeResources' of package kube-extender"),
