@@ -6,8 +6,8 @@ directly; the runtime implements this protocol (``extender.runtime.handle.Engine
 
 from __future__ import annotations
 
-from typing import (TYPE_CHECKING, Any, Callable, Collection, Hashable, Iterable, Iterator, Mapping, Protocol,
-                    Sequence, TypeVar)
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Hashable, Iterable, Iterator, Mapping,
+                    Protocol, Sequence, TypeVar)
 
 from extender.framework.clock import Clock
 from extender.framework.cycle_state import CycleState
@@ -187,6 +187,15 @@ class Handle(Protocol):
         """The pod's profile's Filter plugins on ``node`` (which may be a simulated NodeInfo, e.g.
         with victims removed), counting capacity held for nominated pods of equal or higher
         priority: what preemption uses to ask "would it fit then?"."""
+
+    def run_pre_filters(self, state: CycleState, pod: PodInfo,
+                        skip: AbstractSet[str] = frozenset()) -> tuple[frozenset[str] | None, Status]:
+        """The pod's profile's PreFilter plugins on ``state`` (a fresh one) as a cycle of the pod's
+        own would run them at bind, with no candidates (``state.candidates`` None) - but those
+        named in ``skip`` (the caller itself, when it asks for another pod than the request's).
+        Returns the nodes they allow (None: any) and the first rejection. What a plugin that runs
+        ``run_filters`` for another pod (Gang planning a group's members) prepares the state with:
+        Filter plugins then find their PreFilter's data and SKIPs. Added in API 1.2."""
 
     def with_held(self, node: NodeInfo, pod: PodInfo) -> NodeInfo:
         """``node`` plus the capacity held on it against ``pod``: pods nominated to it of equal or

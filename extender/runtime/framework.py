@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import Change, ClusterEvent
@@ -237,10 +237,14 @@ class Framework:
 
     # ---- scheduling cycle ---------------------------------------------------------------------
 
-    def run_pre_filter(self, state: CycleState, pod: PodInfo,
-                       snapshot: SnapshotView) -> tuple[frozenset[str] | None, Status]:
+    def run_pre_filter(self, state: CycleState, pod: PodInfo, snapshot: SnapshotView,
+                       skip: AbstractSet[str] = frozenset()) -> tuple[frozenset[str] | None, Status]:
+        """PreFilter plugins in order (but those named in ``skip``): the nodes they allow (None:
+        any) and the first rejection; a SKIP leaves the plugin's Filter out of ``state``'s cycle."""
         allowed: frozenset[str] | None = None
         for p in self.pre_filter_plugins:
+            if p.name in skip:
+                continue
             t0 = time.perf_counter()
             try:
                 result, st = p.pre_filter(state, pod, snapshot)

@@ -8,7 +8,7 @@ built). It knows nothing of the Engine: plugins never call back up into it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Mapping, Sequence
+from typing import AbstractSet, Callable, Hashable, Mapping, Sequence
 
 from extender.cache.cache import ClusterCache
 from extender.cache.snapshot import Snapshot
@@ -79,6 +79,10 @@ class EngineHandle:
         """Filters on ``node`` with the capacity held against ``pod`` counted (``with_held``), as
         kube-scheduler's preemption simulation does for nominated pods."""
         return self.profiles.framework_for(pod).run_filter_node(state, pod, self.queue.held.with_held(node, pod))
+
+    def run_pre_filters(self, state: CycleState, pod: PodInfo,
+                        skip: AbstractSet[str] = frozenset()) -> tuple[frozenset[str] | None, Status]:
+        return self.profiles.framework_for(pod).run_pre_filter(state, pod, self.cache.snapshot(), skip)
 
     def with_held(self, node: NodeInfo, pod: PodInfo) -> NodeInfo:
         return self.queue.held.with_held(node, pod)

@@ -33,7 +33,16 @@ class Preemption(VerbContext):
         state = CycleState()
         out: dict[str, PreemptDecision] = {}
         dropped: dict[str, Status] = {}
-        for node_name, cand in candidates.items():
+        # the cycle's PreFilter first, as kube-scheduler's preemption reuses its cycle's state:
+        # Filter plugins asked "would it fit then?" find their data and SKIPs; a pod no node can
+        # take (unresolvable) is preempted for nowhere, as kube-scheduler excludes such nodes
+        _, st = fw.run_pre_filter(state, pod, snapshot)
+        if st.code is Code.ERROR:
+            raise EngineError(st.message)
+        unresolvable = st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        if unresolvable:
+            dropped = dict.fromkeys(candidates, st)
+        for node_name, cand in ({} if unresolvable else candidates).items():
             node = snapshot.get(node_name)
             if node is None:
                 dropped[node_name] = NOT_IN_CACHE

@@ -32,7 +32,7 @@ made here.
 
 from __future__ import annotations
 
-from typing import Collection, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
@@ -48,6 +48,8 @@ from policies.gang.logic import Group
 from policies.gang.manager import BoundMembers, GroupManager, Verdict
 
 NAME = "Gang"
+_SELF = frozenset((NAME,))
+"""Left out of the PreFilter plugins run for a member it plans (``Handle.run_pre_filters``)."""
 
 
 class _Offered(Collection[str]):
@@ -145,8 +147,22 @@ class Gang:
         wp = self.handle.waiting_pods.get(uid)
         return wp if wp is not None and self._group(wp.pod) == group else None
 
-    def _fits(self, pod: PodInfo, node: NodeInfo) -> bool:
-        return self.handle.run_filters(CycleState(), pod, node).ok
+    def _fitting(self) -> Callable[[PodInfo, NodeInfo], bool]:
+        """A member's fit on a node as a cycle of its own would judge it: the profile's PreFilter
+        plugins but Gang's (planning is what it does) once per member on a state of its own, then
+        per node the Filter plugins on a copy of that state, capacity held against it counted."""
+        prepared: dict[str, tuple[CycleState, frozenset[str] | None, bool]] = {}
+
+        def fits(pod: PodInfo, node: NodeInfo) -> bool:
+            known = prepared.get(pod.uid)
+            if known is None:
+                state = CycleState()
+                allowed, st = self.handle.run_pre_filters(state, pod, skip=_SELF)
+                known = prepared[pod.uid] = (state, allowed, st.ok)
+            state, allowed, ok = known
+            return ok and (allowed is None or node.name in allowed) and \
+                self.handle.run_filters(state.clone(), pod, node).ok
+        return fits
 
     def _permit_timeout(self, group: Group) -> float:
         return logic.permit_timeout(self.handle.pod_group(*group), self.args.permit_timeout)
@@ -207,12 +223,14 @@ class Gang:
             return None, Status()
         owner = self._owner(group)
         offered = _Offered(candidates)
+        fits = self._fitting()
 
         def plan_and_claim() -> tuple[str | None, Status]:
             node = None
             for _ in range(2):  # a second round after dropping a plan that no longer fits
                 if self.reservations.get(owner) is None:
-                    st = self._plan(owner, group, pod, self._members(group), needed - placed, candidates, snapshot)
+                    st = self._plan(owner, group, pod, self._members(group), needed - placed, candidates, snapshot,
+                                    fits)
                     if not st.ok:
                         return None, st
                     for gone in [o for o in self._claims_checked if self.reservations.get(o) is None]:
@@ -228,7 +246,7 @@ class Gang:
                     self._claims_checked.pop(owner, None)  # its claim is checked by the next member
                 node = self.reservations.claim(owner, pod.uid, prefer=offered, requests=pod.requests)
                 info = snapshot.get(node) if node is not None and node in offered else None
-                if info is None or self._fits(pod, info):
+                if info is None or fits(pod, info):
                     break
                 # the capacity planned for it is gone (a pod of higher priority took it, the node
                 # shrank): plan the group again rather than steer members to where they fail
@@ -244,11 +262,11 @@ class Gang:
         return PreFilterResult(frozenset((node,))), Status()
 
     def _plan(self, owner: str, group: Group, pod: PodInfo, members: list[PodInfo], count: int,
-              candidates: Sequence[str], snapshot: SnapshotView) -> Status:
+              candidates: Sequence[str], snapshot: SnapshotView, fits: Callable[[PodInfo, NodeInfo], bool]) -> Status:
         """Place the ``count`` members still to go on the candidates and reserve them; holding
         nothing, Unresolvable, if they do not fit (``logic.wanted`` says who, ``logic.place``
-        where; a member fits where the profile's Filter plugins pass, with the members placed
-        before it and every capacity held for others counted). A plan that failed is not made
+        where; a member fits where its own cycle would pass it - ``_fitting`` -, with the members
+        placed before it and every capacity held for others counted). A plan that failed is not made
         again until the cluster, the capacity held (reservations, nominations), the nodes offered
         or the members change."""
         wanted = logic.wanted(pod, members, count)
@@ -258,7 +276,7 @@ class Gang:
         if known is not None:
             return known
         nodes = [info for info in map(snapshot.get, candidates) if info is not None]
-        placements, missing = logic.place(wanted, nodes, pod.requests, self._fits)
+        placements, missing = logic.place(wanted, nodes, pod.requests, fits)
         if missing:
             st = Status.unresolvable(f"pod group {group[1]} does not fit: {len(placements)} of {len(wanted)} "
                                      "members have room (capacity held for other groups counted)")

@@ -10,7 +10,7 @@ import pytest
 from extender.config.model import ConfigError
 from extender.framework import SKIP, SUCCESS, PluginSpec, Status
 from extender.runtime.outcomes import EngineError
-from extender.testing.kit import PluginHarness, make_node, make_pod
+from extender.testing.kit import PluginHarness, make_node, make_pod, make_pod_group
 
 NODES = [make_node("a").alloc(gpu=2).obj(), make_node("b").alloc(gpu=2).obj()]
 
@@ -142,3 +142,49 @@ def test_preemption_runs_filter_plugins_with_their_prefilter_state(labels: dict[
     verdict = h.filter(make_pod("p").req(gpu=2).priority(100).labels(**labels).obj())
     assert verdict.reasons("a") == ("Insufficient example.com/gpu",)  # Parsed itself passes the node
     assert verdict.nominated == "a"  # today: None (Parsed's filter raised KeyError in the preemption check)
+
+
+# 8. The same plugin elsewhere a Filter runs outside the pod's own filter cycle: the preempt verb
+#    (kube-scheduler's preemption, our preemption plugins judging its victims on a fresh
+#    CycleState) and Gang's plan (each member's fit on the nodes, members planned before it
+#    counted). Both ran Filter plugins on a CycleState no PreFilter had seen.
+
+def _without_victims(self: Any, state: Any, pod: Any, node: Any, victims: Any) -> Any:
+    """A preemption plugin keeping kube-scheduler's victims where the pod then passes Filter."""
+    sim = node
+    for k, v in enumerate(victims):
+        sim = sim.without_pod(v.uid, -1 - k)
+    fits = self.handle.run_filters(state.clone(), pod, sim)
+    return (list(victims), SUCCESS) if fits.ok else ([], Status.unschedulable(fits.message))
+
+
+@pytest.mark.parametrize("labels", [{"team": "ml"}, {}], ids=["state from preFilter", "preFilter skipped"])
+def test_the_preempt_verb_runs_filter_plugins_with_their_prefilter_state(labels: dict[str, str]) -> None:
+    keeper = type("Keeper", (), {"name": "Keeper", "__init__": lambda self, args, handle: setattr(self, "handle", handle),
+                                 "process_preemption": _without_victims})
+    low = make_pod("low").uid("low").req(gpu=2).node("a").priority(1).obj()
+    h = PluginHarness(PluginSpec("Parsed", Parsed), PluginSpec("Keeper", keeper),
+                      nodes=[make_node("a").alloc(gpu=2).obj()], pods=[low])
+    assert h.preempt(make_pod("p").req(gpu=2).priority(100).labels(**labels).obj()) == {"a": ["default/low"]}
+
+
+@pytest.mark.parametrize("labels", [{"team": "ml"}, {}], ids=["state from preFilter", "preFilter skipped"])
+def test_gang_plans_its_members_with_filter_plugins_given_their_prefilter_state(labels: dict[str, str]) -> None:
+    group = "scheduling.x-k8s.io/pod-group"
+    members = [make_pod(f"m{k}").req(gpu=1).labels(**{group: "g"}, **labels).obj() for k in range(2)]
+    h = PluginHarness(PluginSpec("Parsed", Parsed), nodes=[make_node("a").alloc(gpu=2).obj()], pods=members,
+                      pod_groups=[make_pod_group("g").min_member(2).obj()],
+                      plugins={"multiPoint": {"enabled": [{"name": "Gang"}, {"name": "Parsed"}]}})
+    verdict = h.filter(members[0])
+    assert (verdict.feasible, verdict.error) == (["a"], "")  # today: "pod group g does not fit: 0 of 2 members..."
+
+
+def test_the_preempt_verb_keeps_no_candidate_for_a_pod_its_prefilter_finds_unresolvable() -> None:
+    """kube-scheduler leaves nodes its PreFilter made unresolvable out of preemption: no eviction
+    can help a pod no node may take (a gang backing off, say)."""
+    refuser = spec_of("Refuser", pre_filter=lambda self, s, p, snap: (None, Status.unresolvable("never here")),
+                      filter=lambda self, s, p, n: SUCCESS)
+    low = make_pod("low").uid("low").req(gpu=2).node("a").priority(1).obj()
+    h = PluginHarness(refuser, nodes=[make_node("a").alloc(gpu=2).obj()], pods=[low],
+                      plugins={"multiPoint": {"enabled": [{"name": "ManagedPreemption"}, {"name": "Refuser"}]}})
+    assert h.preempt(make_pod("p").req(gpu=2).priority(100).obj()) == {}  # before: {"a": ["default/low"]}
