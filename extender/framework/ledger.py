@@ -67,8 +67,8 @@ def decode(text: str | None) -> Allocation | None:
         if not isinstance(node, str) or not node or not isinstance(extra, dict):
             return None
         return Allocation(node, resources, term, at, extra)
-    except (ValueError, KeyError, TypeError, QuantityError, AttributeError):
-        return None
+    except (ValueError, KeyError, TypeError, QuantityError, AttributeError, OverflowError, RecursionError):
+        return None  # a term of 1e400, a document nested thousands deep
 
 
 def of_pod(annotations: Mapping[str, str], prefix: str) -> Allocation | None:

@@ -832,3 +832,18 @@ def test_a_pod_recreated_while_the_watch_was_away_releases_the_old_one(api: Fake
         assert ext.state.cache.pending_pod("default", "p").uid == uid(api, "p")
     finally:
         ext.stop()
+
+
+@pytest.mark.parametrize("text", ['{"node":"n1","resources":{},"reservedAt":"2026-01-01T00:00:00Z","term":1e400}',
+                                  "[" * 5000], ids=["a term of 1e400", "nested 5,000 deep"])
+def test_a_malformed_allocation_annotation_does_not_stop_the_sync(api: FakeApiServer, text: str) -> None:
+    """Before: the annotation's decode raised (OverflowError, RecursionError) out of the list,
+    which was retried for ever - the extender never became ready."""
+    api.create(pod("ok", 1))
+    api.create(pod("bad", 1, annotations={"kube-extender.io/allocation": text}))
+    ext = Extender(api)  # waits for the sync
+    try:
+        assert ext.state.cache.pending_pod("default", "ok") is not None
+        assert ext.state.cache.pending_pod("default", "bad") is not None  # its annotation is no allocation
+    finally:
+        ext.stop()

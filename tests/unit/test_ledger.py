@@ -21,7 +21,9 @@ KEY = "kube-extender.io/allocation"
 
 
 @pytest.mark.parametrize("text", [None, "", "{", "[]", '{"node": 3}', '{"node": "n", "resources": {"g": "x"}}',
-                                  '{"node": "n", "reservedAt": "yesterday"}'], ids=repr)
+                                  '{"node": "n", "reservedAt": "yesterday"}',
+                                  '{"node": "n", "reservedAt": "2026-01-01T00:00:00Z", "term": 1e400}',
+                                  '{"node": "n", "resources": {"g": 1e400}}', "[" * 5000], ids=lambda t: repr(t)[:60])
 def test_malformed_annotations_are_ignored(text: str | None) -> None:
     assert ledger.decode(text) is None
 

@@ -40,6 +40,9 @@ from extender.framework.resources import names_requested
 from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
+_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What an object the cache cannot take raises: skipped and counted, never a list that fails for
+ever (every relist meets the object again) or a watch that reconnects on it."""
 
 FREEZE_EVERY = 5000
 
@@ -427,7 +430,7 @@ class KubeSource:
                 stub["spec"] = {"nodeName": node_name}
             known[key] = stub
             return key
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except _MALFORMED as exc:
             self._count("skipped", kind)
             log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
             return None
@@ -444,7 +447,7 @@ class KubeSource:
                     remove(obj)
                 return None
             upsert(obj)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except _MALFORMED as exc:
             self._count("skipped", kind)
             log.warning("skipping malformed object", extra={"kind": kind, "object": key, "error": str(exc)})
             return None
