@@ -720,6 +720,23 @@ def test_lease_races_have_one_winner(api: FakeApiServer) -> None:
     assert [e.identity for e in electors if e.is_leader()] == [holder]
 
 
+def test_a_standby_waits_the_lease_duration_the_holder_wrote(api: FakeApiServer) -> None:
+    """A rolling update shortening leaseDuration (60 s -> 15 s): the old leader passes its write
+    fence for its renewDeadline (50 s) after a renewal. A standby on the new settings took over
+    15 s after it saw the renewal - two leaders for 35 s. As client-go's, it waits the
+    leaseDurationSeconds the Lease says."""
+    ca, cb = FakeClock(), FakeClock()
+    a = elector(api, "a", lease_duration=60, renew_deadline=50, retry_period=2, clock=ca)
+    b = elector(api, "b", lease_duration=15, renew_deadline=10, retry_period=2, clock=cb)
+    assert a.try_acquire_or_renew() and a.is_leader()
+    assert not b.try_acquire_or_renew()  # b sees a's renewal
+    for seconds, b_leads in ((16, False), (45, True)):  # 61 s after it: the lease a wrote has lapsed
+        ca.advance(seconds)
+        cb.advance(seconds)
+        assert b.try_acquire_or_renew() is b_leads
+        assert not (a.is_leader() and b.is_leader())
+
+
 def test_clean_shutdown_releases_the_lease(api: FakeApiServer) -> None:
     a, b = elector(api, "a"), elector(api, "b", lease_duration=30, renew_deadline=20, retry_period=0.2)
     a.start()

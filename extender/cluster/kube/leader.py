@@ -27,7 +27,7 @@ import socket
 import threading
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from extender.cluster.kube.client import ApiError, KubeClient
@@ -178,7 +178,7 @@ class LeaderElector:
         if holder == self.identity:
             new_spec = {**spec, **self._spec(wall, transitions, spec.get("acquireTime"))}
             term = transitions
-        elif holder and seen - observed_at < self.lease_duration:
+        elif holder and seen - observed_at < self._lasts(spec):
             return self._lost_round(keep=False)
         else:
             new_spec = self._spec(wall, transitions + 1, None)
@@ -192,6 +192,13 @@ class LeaderElector:
                 log.warning("writing the lease failed", extra={"error": str(exc)})
             return self._lost_round()
         return self._won(updated, now, term)
+
+    def _lasts(self, spec: Mapping[str, Any]) -> float:
+        """How long another holder's lease lasts after a renewal seen: the leaseDurationSeconds it
+        wrote (as client-go's standby; a holder on older settings - a rolling update changing
+        them - passes its write fence that long), this process's own when it wrote none."""
+        written = spec.get("leaseDurationSeconds")
+        return float(written) if type(written) is int and written > 0 else self.lease_duration
 
     def _won(self, lease: Any, at: float, term: int) -> bool:
         meta = (lease or {}).get("metadata") or {}
