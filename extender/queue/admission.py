@@ -22,7 +22,8 @@ when the pod is bound (by this extender: at assume; by anyone else: at the next 
 planned for by another reservation (Gang's plan for its group, which holds it from then on), or
 after ``holdTimeout`` seconds without kube-scheduler binding it, whichever comes first; it never
 counts against the pod itself or the members of its pod group (Gang plans for those as one). A
-pod that keeps other controllers' gates holds nothing (kube-scheduler cannot try it yet).
+pod that keeps other controllers' gates holds nothing and is preempted for nowhere
+(kube-scheduler cannot try it yet); a pod being deleted is not admitted at all.
 A pod that PreEnqueue admits but for which no node has room once the holds are counted stays
 gated - unless ``make_room`` (the runtime's preemption at admission: its profile's PostFilter,
 e.g. a quota plugin reclaiming lent capacity) makes room for it, as kube-scheduler's cycle would:
@@ -121,6 +122,8 @@ class Admitter:
         """What the last WaitingForAdmission Event on each gated pod said, by UID."""
         self._holds: dict[str, PodInfo] = {}
         """Admitted pods whose capacity is held, by UID."""
+        self._failed_writes = 0
+        """Gate removals that failed so far (``change_count`` adds them)."""
         self.cluster.on_pod_change(self._pod_changed)
 
     def _pod_changed(self, uid: str, pod: PodInfo | None) -> None:
@@ -134,10 +137,11 @@ class Admitter:
             self.reservations.consume(admission_owner(uid), uid, accounted.node_name)
 
     def gated(self) -> list[PodInfo]:
-        """Pending pods carrying the extender's gate, in the default profile's QueueSort order."""
+        """Pending pods carrying the extender's gate, in the default profile's QueueSort order -
+        but those being deleted (kube-scheduler never schedules them)."""
         pods = [p for p in self.cluster.pending_pods()
-                if any(isinstance(g, dict) and g.get("name") == self.gate
-                       for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
+                if not p.deleting and any(isinstance(g, dict) and g.get("name") == self.gate
+                                          for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
         return self.plugins.sort(pods)
 
     def run_once(self, full: bool = False) -> AdmissionResult:
@@ -175,7 +179,10 @@ class Admitter:
             evaluated += 1
             self._stale.discard(pod.uid)
             st = self.plugins.pre_enqueue(pod)
-            preempted = not st.ok and self.make_room is not None and self.make_room(pod, st)
+            # preemption only for a pod kube-scheduler may try once our gate is gone (it neither
+            # tries nor preempts for one another controller gates: the room would be held for ever)
+            may_preempt = self.make_room is not None and self._only_our_gate(pod)
+            preempted = not st.ok and may_preempt and self.make_room(pod, st)
             if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
@@ -184,7 +191,7 @@ class Admitter:
                     blocked |= wants
                 continue
             node = "" if preempted or not pod.requests else self.place(pod, strict=True)
-            if node is None and self.make_room is not None and self.make_room(pod, None):
+            if node is None and may_preempt and self.make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
                 node = self._hold_where_it_fits(pod, node)
@@ -202,6 +209,7 @@ class Admitter:
                 self.writer.remove_scheduling_gate(pod.namespace, pod.name, self.gate, uid=pod.uid)
             except WriteError as exc:
                 held[pod.key] = f"removing the gate failed: {exc}"
+                self._failed_writes += 1  # a reason for the loop's next pass
                 if node:
                     self._release(pod.uid)
                 if self.strategy == "StrictFIFO":
@@ -273,7 +281,7 @@ class Admitter:
                 self._holds.pop(uid, None)
                 continue
             current = self.cluster.pending_pod(pod.namespace, pod.name)
-            if current is not None and current.uid == uid:
+            if current is not None and current.uid == uid and not current.deleting:
                 continue
             accounted = self.cluster.pod(uid)
             if accounted is not None:
@@ -283,10 +291,11 @@ class Admitter:
                 self._release(uid)
 
     def change_count(self) -> int:
-        """The cluster's change count, once holds whose time is up have ended: reservations expire
-        only when read, and their release is the change that lets the pods behind them in."""
+        """The cluster's change count, once holds whose time is up have ended (reservations expire
+        only when read, and their release is the change that lets the pods behind them in), plus
+        the gate removals that failed (each is a reason for another pass)."""
         self.reservations.expire_due()
-        return self.cluster.change_count()
+        return self.cluster.change_count() + self._failed_writes
 
     def run_forever(self, interval: float, leading: Callable[[], bool], resync: float = 60.0) -> None:
         """Admit after cluster changes (at most every ``interval`` seconds) and evaluate every gated

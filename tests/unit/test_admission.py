@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -280,3 +281,70 @@ def test_a_bind_between_admissions_placement_and_its_hold_leaves_no_node_overcom
     result = admitter.run_once()
     assert result.admitted == [] and "no node has room" in result.held["default/a"]
     assert engine.handle.reservations.held() == []
+
+
+PREEMPTING = [{"schedulerName": "default-scheduler", "plugins": {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}}]
+
+
+def preempting_world(*pods: dict[str, Any]) -> tuple[Any, MemoryCluster, FakeClock]:
+    clock = FakeClock()
+    victim = make_pod("victim").uid("u-victim").req(gpu=4).priority(0).node("n1").obj()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], [victim, *pods]))
+    app = create_app(config_of(admission={}, profiles=PREEMPTING), source=cluster, clock=clock, background=False)
+    return app.extensions["kube_extender"].admitter, cluster, clock
+
+
+def test_admission_preempts_for_a_pod_only_its_own_gate_holds_back() -> None:
+    """kube-scheduler never tries a pod another controller still gates (nor preempts for it):
+    before, admission evicted the victim for it and the nomination held the room for ever."""
+    admitter, cluster, clock = preempting_world(gated("hi", 4, 100, "2026-01-01T00:00:00Z", "other.io/quota"))
+    result = admitter.run_once()
+    assert cluster.get_pod("default", "victim") is not None, "evicted for a pod still gated by another controller"
+    assert result.admitted == [] and gates(cluster, "hi") == ["other.io/quota", GATE]
+    hi = copy.deepcopy(cluster.get_pod("default", "hi"))
+    hi["spec"]["schedulingGates"] = [{"name": GATE}]  # the other controller is done
+    cluster.add_pod(hi)
+    clock.advance(1)
+    assert admitter.run_once().admitted == ["default/hi"]
+    assert cluster.get_pod("default", "victim") is None  # now, as kube-scheduler's cycle would
+
+
+def test_a_gated_pod_being_deleted_is_not_admitted_and_holds_nothing() -> None:
+    """kube-scheduler never schedules a pod with a deletionTimestamp: it took the room (a hold)
+    from the pod behind it for as long as its finalizer stayed."""
+    dying = gated("dying", 4, 10, "2026-01-01T00:00:00Z")
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    dying["metadata"]["finalizers"] = ["example.com/cleanup"]
+    admitter, cluster = setup([dying, gated("waiting", 4, 10, "2026-01-01T00:00:05Z")])
+    assert admitter.run_once().admitted == ["default/waiting"]
+
+
+def test_a_hold_ends_when_its_pending_pod_starts_deleting() -> None:
+    admitter, cluster = setup([gated("a", 4, 10, "2026-01-01T00:00:00Z"), gated("b", 4, 10, "2026-01-01T00:00:05Z")])
+    assert admitter.run_once().admitted == ["default/a"]
+    a = copy.deepcopy(cluster.get_pod("default", "a"))
+    a["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    a["metadata"]["finalizers"] = ["example.com/cleanup"]
+    cluster.add_pod(a)
+    assert admitter.run_once().admitted == ["default/b"]
+
+
+def test_a_failed_gate_removal_is_a_reason_for_another_pass() -> None:
+    """The loop runs a pass when the cluster changed (or at the resync, 60 s): a pod holding
+    nothing whose gate removal failed changed nothing, and waited for the resync."""
+    web = make_pod("web").uid("u-web").obj()  # no managed requests: nothing held, nothing released
+    web["spec"]["schedulingGates"] = [{"name": GATE}]
+    admitter, cluster = setup([web])
+    real = admitter.writer.remove_scheduling_gate
+    failures = iter([True])
+
+    def flaky(namespace: str, name: str, gate: str, uid: str | None = None) -> None:
+        if next(failures, False):
+            raise WriteError("etcdserver: request timed out")
+        real(namespace, name, gate, uid=uid)
+
+    admitter.writer.remove_scheduling_gate = flaky  # type: ignore[method-assign]
+    seen = admitter.change_count()
+    assert "removing the gate failed" in admitter.run_once().held["default/web"]
+    assert admitter.change_count() != seen
+    assert admitter.run_once().admitted == ["default/web"]
