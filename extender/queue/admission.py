@@ -181,8 +181,8 @@ class Admitter:
             st = self.plugins.pre_enqueue(pod)
             # preemption only for a pod kube-scheduler may try once our gate is gone (it neither
             # tries nor preempts for one another controller gates: the room would be held for ever)
-            may_preempt = self.make_room is not None and self._only_our_gate(pod)
-            preempted = not st.ok and may_preempt and self.make_room(pod, st)
+            make_room = self.make_room if self._only_our_gate(pod) else None
+            preempted = not st.ok and make_room is not None and make_room(pod, st)
             if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
                 held[pod.key] = reason
@@ -191,7 +191,7 @@ class Admitter:
                     blocked |= wants
                 continue
             node = "" if preempted or not pod.requests else self.place(pod, strict=True)
-            if node is None and may_preempt and self.make_room(pod, None):
+            if node is None and make_room is not None and make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
                 node = self._hold_where_it_fits(pod, node)
