@@ -10,9 +10,10 @@ from flask import Response, request
 
 def json_response(payload: Any, status: int = 200) -> Response:
     """``payload`` as a Flask response; pretty-printed when the query string has ``?pretty``
-    (an already serialized payload, ``orjson.Fragment``, is parsed again for that)."""
+    (what is already serialized - ``orjson.Fragment``, the payload or any part of it - is parsed
+    again for that)."""
     option = orjson.OPT_INDENT_2 if "pretty" in request.args else 0
-    if option and isinstance(payload, orjson.Fragment):
+    if option:
         payload = orjson.loads(orjson.dumps(payload))
     return Response(orjson.dumps(payload, option=option), status=status, mimetype="application/json")
 

@@ -173,7 +173,7 @@ class Verbs:
 
     @staticmethod
     def _http_500(verb: str) -> Callable[[Exception], tuple[int, Any]]:
-        return lambda exc: (500, {"error": f"{verb} failed: {type(exc).__name__}: {exc}"})
+        return lambda exc: (500, error_payload("internal error", f"{verb} failed: {type(exc).__name__}: {exc}"))
 
     def _filter(self, body: bytes) -> Answer:
         t0 = time.perf_counter()

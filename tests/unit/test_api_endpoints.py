@@ -577,8 +577,8 @@ def test_pretty_query_indents(env: Env, path: str, body: Any) -> None:
     assert compact.status_code == pretty.status_code
     assert "\n" not in compact.get_data(as_text=True).strip()
     text = pretty.get_data(as_text=True)
-    assert "\n  " in text
-    assert json.loads(text) == compact.get_json()
+    assert text == json.dumps(json.loads(text), indent=2, ensure_ascii=False)  # throughout (the filter's
+    assert json.loads(text) == compact.get_json()                                # node maps were compact)
 
 
 # ---- health, metrics, debug --------------------------------------------------------------------------
@@ -793,7 +793,9 @@ def test_prioritize_and_preempt_internal_failure_is_500_and_counted(
     resp = env.post(verb, body)
     assert resp.status_code == 500
     assert resp.mimetype == "application/json"
-    assert "boom" in resp.get_json()["error"]
+    payload = resp.get_json()  # the documented Error shape (before: no "message")
+    assert payload == {"error": "internal error", "message": payload["message"]}
+    assert payload["message"].startswith(f"{verb} failed: ") and "boom" in payload["message"]
     assert env.metric("kube_extender_internal_errors_total", verb=verb) == before + 1
     monkeypatch.undo()
     assert env.post(verb, body).status_code == 200, "the next request is served normally"
