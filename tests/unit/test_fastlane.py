@@ -133,7 +133,7 @@ def test_a_verb_that_fails_is_answered_by_the_lane_once(lane: Lane, monkeypatch:
     monkeypatch.setattr(lane.connection.verbs.engine, "prioritize", boom)
     lane.send(post("/scheduler/prioritize", args()) + post("/scheduler/prioritize", b'{"Pod": 5}'))
     status, _, body = lane.reply()
-    assert status == 500 and "boom" in json.loads(body)["error"]
+    assert status == 500 and "boom" in json.loads(body)["message"]
     assert lane.reply()[0] == 400
     assert calls == [1], "the failing handler ran once, the refused one not at all"
 

@@ -174,11 +174,11 @@ def test_a_handler_that_fails_runs_once_and_is_answered(app: Any, verbs: Verbs,
 
     monkeypatch.setattr(verbs.engine, "prioritize", boom)
     status, reply, _ = verbs.answer("prioritize", args(["n1"]))
-    assert status == 500 and "boom" in reply["error"] and len(calls) == 1
+    assert status == 500 and "boom" in reply["message"] and len(calls) == 1
     for query in ("", "?pretty"):  # the WSGI shortcut, then the Flask view
         resp = app.test_client().post(f"/scheduler/prioritize{query}", data=args(["n1"]),
                                       content_type="application/json")
-        assert resp.status_code == 500 and "boom" in resp.get_json()["error"]
+        assert resp.status_code == 500 and "boom" in resp.get_json()["message"]
     assert len(calls) == 3
 
 
