@@ -240,6 +240,10 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
 
     leading = leader.is_leader if leader is not None else (lambda: True)
 
+    def deciding() -> bool:
+        """The loops act (lift gates, patch pods) only on a synced cache, as the leader."""
+        return cache.synced and leading()
+
     def ready() -> tuple[bool, str]:
         if not cache.synced:
             return False, "waiting for the initial cluster lists"
@@ -248,7 +252,7 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
         return True, "cache synced" + (", leading" if leader is not None else "")
 
     register(app, engine, metrics, ApiSettings(config.server.path_prefix, config.verbs(), ready, lambda: summary,
-                                               serving=leading))
+                                               serving=leading, synced=lambda: cache.synced))
     lifecycle = lifecycle or Lifecycle()
     state = ExtenderState(config, engine, cache, queue, metrics, source, writer, leader, lifecycle)
     app.extensions["kube_extender"] = state
@@ -265,16 +269,16 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
                                              make_room=engine.make_room)
         if background:
             lifecycle.on_close("admission", lambda _: admitter.stop())
-            lifecycle.start("admission", admitter.run_forever, config.admission.interval, leading,
+            lifecycle.start("admission", admitter.run_forever, config.admission.interval, deciding,
                             config.admission.resync)
     nudger = state.nudger = Nudger(queue, handle.profiles, engine.placement, writer, config.annotation_prefix,
                                    config.requeue.qps, config.requeue.min_interval, on_events=config.requeue.nudge,
                                    metrics=metrics)
     if background:
         lifecycle.on_close("nudger", lambda _: nudger.stop())
-        lifecycle.start("nudger", nudger.run_forever, leading)
+        lifecycle.start("nudger", nudger.run_forever, deciding)
     if background and config.orphan_interval > 0:
-        lifecycle.start("orphan-collector", _collect_orphans_forever, engine, leading, config.orphan_interval,
+        lifecycle.start("orphan-collector", _collect_orphans_forever, engine, deciding, config.orphan_interval,
                         lifecycle.stopping)
     log.info("extender configured", extra={"source": config.source or "defaults",
                                            "managed_resources": sorted(config.managed_names),

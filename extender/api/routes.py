@@ -40,6 +40,9 @@ class ApiSettings:
     describe: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
     serving: Callable[[], bool] = field(default=lambda: True)
     """False on a follower: the verbs answer 503 (only the leader decides)."""
+    synced: Callable[[], bool] = field(default=lambda: True)
+    """False until the cluster cache has synced: the verbs answer 503 (a partial view would give
+    capacity twice)."""
 
 
 class VerbShortcut:
@@ -136,7 +139,7 @@ def register(app: Flask, engine: Engine, metrics: Metrics, settings: ApiSettings
     # A path with a doubled slash is a 404 naming it, not an HTML redirect to the path without
     # (kube-scheduler only sends one when a verb is configured with a leading slash).
     app.url_map.merge_slashes = False
-    verbs = Verbs(engine, metrics, settings.path_prefix, settings.verbs, settings.serving)
+    verbs = Verbs(engine, metrics, settings.path_prefix, settings.verbs, settings.serving, settings.synced)
     limit = int(app.config.get("MAX_CONTENT_LENGTH") or 0)
 
     def read_body() -> bytes:

@@ -6,7 +6,8 @@ a handler twice. Every outcome, as kube-scheduler reads it, is decided here:
 
 * malformed input -> HTTP 400 with ``{"error": ..., "message": ..., "problems": [...]}``, counted
   with outcome ``bad_request`` (never a 500);
-* a follower (``serving()`` false) -> HTTP 503: only the leader decides;
+* a follower (``serving()`` false) -> HTTP 503: only the leader decides; so does a replica
+  whose cache has not synced (``synced()`` false);
 * filter / bind internal failure -> HTTP 200 with the failure in ``Error``;
 * prioritize / preempt internal failure -> HTTP 500 (they have no error field), logged at ERROR
   and counted in ``kube_extender_internal_errors_total`` because kube-scheduler drops it silently.
@@ -56,6 +57,9 @@ _NO_POD = PodInfo(uid="", namespace="", name="")
 NOT_LEADER = {"error": "not the leader",
               "message": "this replica follows the cluster but does not decide; "
                          "its readiness probe fails so the Service routes to the leader"}
+NOT_SYNCED = {"error": "not synced",
+              "message": "the initial lists of the cluster are not all in yet: an answer now could give "
+                         "capacity that is taken; kube-scheduler retries the pod"}
 
 
 def pod_label(body: Any) -> str:
@@ -86,11 +90,13 @@ class Verbs:
     URL path of each configured verb (``prefix/segment``)."""
 
     def __init__(self, engine: Engine, metrics: Metrics, prefix: str, segments: Mapping[str, str],
-                 serving: Callable[[], bool]) -> None:
+                 serving: Callable[[], bool], synced: Callable[[], bool] = lambda: True) -> None:
         self.engine = engine
         self.metrics = metrics
         self.serving = serving
         """False on a follower: every verb answers 503."""
+        self.synced = synced
+        """False until the cluster cache has synced: every verb answers 503."""
         self._handlers: dict[str, Callable[[bytes], Answer]] = {
             "filter": self._filter, "prioritize": self._prioritize, "preempt": self._preempt, "bind": self._bind}
         self.kinds = {f"{prefix.rstrip('/')}/{segment}": kind for kind, segment in segments.items()}
@@ -109,6 +115,8 @@ class Verbs:
         """The answer to a POST of ``body`` to the ``kind`` verb (at ``path``, for the log)."""
         if not self.serving():
             return 503, NOT_LEADER, self.metrics.requests.labels(kind, "not_leader").inc
+        if not self.synced():
+            return 503, NOT_SYNCED, self.metrics.requests.labels(kind, "not_synced").inc
         try:
             return self._handlers[kind](body)
         except wire.BadRequest as exc:

@@ -12,10 +12,13 @@ from typing import Any
 
 import orjson
 import pytest
-from builders import GPU, make_node, make_pod
+from builders import GPU, cluster_objects, make_node, make_pod
+from conftest import config_of
 
 from extender.api.routes import VerbShortcut
 from extender.api.verbs import Verbs
+from extender.app import create_app
+from extender.cluster.memory import MemoryCluster
 
 
 def args(names: list[str]) -> bytes:
@@ -239,3 +242,63 @@ def _call(shortcut: VerbShortcut, method: str, path: str, stream: io.BytesIO, le
                "CONTENT_TYPE": "application/json", "wsgi.input_terminated": True}
     body = b"".join(shortcut(environ, lambda status, headers, *_: seen.append(status)))
     return seen[0], body
+
+
+class _Listing(MemoryCluster):
+    """A cluster whose initial lists are still coming in: the node is in, the pod that fills it is
+    not (the pods list is paged and slower than the nodes'), and the sink is not synced yet."""
+
+    def start(self, sink: Any) -> None:
+        self.sink = sink
+        for node in self.nodes():
+            sink.upsert_node(node)
+
+    def finish(self) -> None:
+        for pod in self.pods():
+            self.sink.upsert_pod(pod)
+        self.sink.mark_synced()
+
+
+def test_the_verbs_answer_503_until_the_cache_has_synced() -> None:
+    """Without leader election nothing else held them back: a bind onto a node whose pods were not
+    listed yet gave the capacity twice (a kube-scheduler calling the extender directly - the
+    chart's second-scheduler sidecar - does not go through readiness)."""
+    running = make_pod("running").uid("u-running").req(gpu=4).node("n1").obj()
+    new = make_pod("new").uid("u-new").req(gpu=4).obj()
+    cluster = _Listing(cluster_objects([make_node("n1").alloc(gpu=4).obj()], [running, new]))
+    app = create_app(config_of(), source=cluster, background=False)
+    verbs = app.wsgi_app.verbs
+    filter_body = json.dumps({"Pod": new, "Nodes": None, "NodeNames": ["n1"]}).encode()
+    for kind, body in (("filter", filter_body),
+                       ("bind", json.dumps({"PodName": "new", "PodNamespace": "default", "PodUID": "u-new",
+                                            "Node": "n1"}).encode())):
+        status, reply, record = verbs.answer(kind, body)
+        assert (status, reply["error"]) == (503, "not synced"), reply
+        record()
+        assert _count(verbs, kind, "not_synced") == 1
+    assert cluster.get_pod("default", "new")["spec"].get("nodeName") is None
+    cluster.finish()
+    status, reply, _ = verbs.answer("filter", filter_body)
+    assert status == 200 and reply["NodeNames"] == [] and "n1" in orjson.loads(orjson.dumps(reply["FailedNodes"]))
+
+
+def test_the_loops_decide_nothing_until_the_cache_has_synced() -> None:
+    """Admission, nudges and orphan collection act on the cache too (lift gates, patch pods): on
+    a partial view admission would lift the gates of more pods than fit."""
+    from extender.lifecycle import Lifecycle
+
+    class Recording(Lifecycle):
+        started: dict[str, tuple[Any, ...]] = {}
+
+        def start(self, name: str, target: Any, *args: Any) -> Any:
+            self.started[name] = args
+            return None
+
+    cluster = _Listing(cluster_objects([make_node("n1").alloc(gpu=4).obj()], []))
+    lifecycle = Recording()
+    create_app(config_of(admission={}), source=cluster, lifecycle=lifecycle)
+    deciding = {"admission": lifecycle.started["admission"][1], "nudger": lifecycle.started["nudger"][0],
+                "orphan-collector": lifecycle.started["orphan-collector"][1]}
+    assert {name: leading() for name, leading in deciding.items()} == dict.fromkeys(deciding, False)
+    cluster.finish()
+    assert {name: leading() for name, leading in deciding.items()} == dict.fromkeys(deciding, True)
