@@ -107,7 +107,10 @@ def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str,
             entry[key] = verb
     if e.prioritize_verb:
         entry["weight"] = e.weight
-    entry["enableHTTPS"] = (url or e.url_prefix).startswith("https://")
+    # kube-scheduler's enableHTTPS does not pick the scheme (the URL does); without a CA it turns
+    # the certificate check off: said only with a CA, or where insecure is asked for anyway
+    tls = e.tls_config or {}
+    entry["enableHTTPS"] = (url or e.url_prefix).startswith("https://") and bool(tls.get("caFile") or tls.get("insecure"))
     if e.tls_config:
         entry["tlsConfig"] = dict(e.tls_config)
     entry["httpTimeout"] = format_duration(e.http_timeout)

@@ -26,9 +26,25 @@ extender: {weight: 3, httpTimeout: 2500ms, bindVerb: ""}
     doc = yaml.safe_load(capsys.readouterr().out)
     (entry,) = doc["extenders"]
     assert entry == {"urlPrefix": "https://ext.svc:8443/scheduler", "filterVerb": "filter",
-                     "prioritizeVerb": "prioritize", "preemptVerb": "preempt", "weight": 3, "enableHTTPS": True,
+                     "prioritizeVerb": "prioritize", "preemptVerb": "preempt", "weight": 3,
+                     # no CA and no insecure: kube-scheduler verifies against the system roots
+                     # (with enableHTTPS and no CA it would skip verification, silently)
+                     "enableHTTPS": False,
                      "httpTimeout": "2500ms", "nodeCacheCapable": True, "ignorable": False,
                      "managedResources": [{"name": "vendor.io/fpga", "ignoredByScheduler": False}]}
+
+
+@pytest.mark.parametrize("tls, enable", [
+    ("{caFile: /etc/ext/ca.crt}", True), ("{insecure: true}", True), ("{serverName: ext.svc}", False),
+], ids=["a CA", "insecure said", "neither"])
+def test_enable_https_only_where_it_cannot_switch_verification_off_unasked(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, tls: str, enable: bool) -> None:
+    cfg = write(tmp_path, f"""apiVersion: kube-extender.io/v1alpha1
+kind: ExtenderConfiguration
+extender: {{urlPrefix: "https://ext.svc:8443/scheduler", tlsConfig: {tls}}}
+""")
+    assert main(["config", "scheduler", "--config", str(cfg)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["extenders"][0]["enableHTTPS"] is enable
 
 
 def test_config_scheduler_full_document(capsys: pytest.CaptureFixture[str]) -> None:
