@@ -33,6 +33,10 @@ from extender.queue.unschedulable import UnschedulablePods
 from extender.queue.view import WaitingInPermit, queue_view
 
 
+def _nothing() -> None:
+    pass
+
+
 def admission_owner(uid: str) -> str:
     """The reservation owner holding the capacity of pod ``uid`` between its admission and its
     bind (``extender.queue.admission``)."""
@@ -79,10 +83,25 @@ class SchedulingQueue:
         """The pod fits somewhere now, or is bound: it leaves the unschedulable record."""
         self.unschedulable_pods.remove(uid)
 
-    def assumed(self, pod: PodInfo, node: str) -> None:
+    def assumed(self, pod: PodInfo, node: str) -> Callable[[], None]:
         """``pod`` now counts on ``node`` (assumed at bind): capacity held since its admission is
-        no longer needed."""
-        self.reservations.consume(admission_owner(pod.uid), pod.uid, node)
+        no longer needed. Returns what holds it again, where it was and as long as it had left,
+        for a bind that then fails (the pod is pending again, its admission still stands: the
+        room must not go to a pod of its priority, nor to another gated pod)."""
+        owner = admission_owner(pod.uid)
+        res = self.reservations.get(owner)
+        slot = next(iter(res.slots.values()), None) if res is not None else None
+        if res is None or slot is None or not self.reservations.consume(owner, pod.uid, node):
+            return _nothing
+        priority, member, expires, held_on = res.priority, res.member, res.expires, slot.node
+
+        def hold_again() -> None:
+            left = expires - self.clock.monotonic()
+            pending = self.cluster.pending_pod(pod.namespace, pod.name)
+            if (left > 0 and pending is not None and pending.uid == pod.uid and not pending.deleting
+                    and self.reservations.get(owner) is None):
+                self.reservations.place(owner, priority, [(held_on, pod)], left, member=member)
+        return hold_again
 
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:
         """Have ``pod`` touched after ``seconds`` so kube-scheduler retries it (``Wakeups``)."""

@@ -167,9 +167,16 @@ class BindingCycle(VerbContext):
         forgetting the pod. Nothing is written in a later term (leadership lost and won back
         during a Permit wait): another leader may have given the node's capacity away meanwhile,
         unseen by the view this bind was decided on; the writer's fence only asks whether this
-        process leads now."""
+        process leads now. A pod whose bind failed with nothing holding its capacity gets its
+        admission hold back (``SchedulingQueue.assumed``)."""
+        hold_again = self.queue.assumed(pod, node)
+        error = self._bind_assumed(fw, state, pod, node, term)
+        if error and self.cache.pod(pod.uid) is None:  # failed, and nothing holds its capacity
+            hold_again()  # (a Binding of unknown outcome holds it as the allocation sent)
+        return error
+
+    def _bind_assumed(self, fw: Framework, state: CycleState, pod: PodInfo, node: str, term: int) -> str:
         key = pod.key
-        self.queue.assumed(pod, node)
         st = fw.run_reserve(state, pod, node)
         if not st.ok:
             self.cache.forget(pod.uid)

@@ -864,3 +864,24 @@ def test_a_malformed_allocation_annotation_does_not_stop_the_sync(api: FakeApiSe
         assert ext.state.cache.pending_pod("default", "bad") is not None  # its annotation is no allocation
     finally:
         ext.stop()
+
+
+def test_a_failed_binding_keeps_the_pods_admission_hold(api: FakeApiServer) -> None:
+    """The hold lasts until the pod is bound, deleted or the hold times out: assume consumed it
+    and a Binding refused (a 500 read back unbound) lost it for good - the next pod of the same
+    priority took the room, and admission admitted another gated pod onto it."""
+    a = pod("a", 4, creationTimestamp="2026-01-01T00:00:00Z")
+    a["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    api.create(a)
+    api.create(pod("b", 1))  # the same priority, not gated
+    ext = Extender(api)
+    try:
+        assert ext.state.admitter.run_once().admitted == ["default/a"]
+        assert ext.engine.filter(api.get("Pod", "default", "b"), ["n1"]).feasible == []  # n1 is held for a
+        api.fail_next("POST", r"/pods/a/binding$", status=500, message="injected")
+        assert "bind failed" in ext.engine.bind("default", "a", uid(api, "a"), "n1")
+        assert api.get("Pod", "default", "a")["spec"].get("nodeName") is None
+        assert ext.engine.filter(api.get("Pod", "default", "b"), ["n1"]).feasible == []  # still a's
+        assert ext.engine.bind("default", "a", uid(api, "a"), "n1") == ""  # kube-scheduler's retry
+    finally:
+        ext.stop()
