@@ -333,7 +333,9 @@ class ClusterCache:
             return
         alloc = ledger.of_pod(info.annotations, self.annotation_prefix) if self.annotation_prefix else None
         if state is not None:
-            if alloc is not None and alloc.node == state.info.node_name:
+            if alloc is not None and alloc.node == state.info.node_name:  # the same hold, of the pod
+                state.info = replace(info, node_name=alloc.node)           # as it is now (labels,
+                self._account(state.info)                                  # requests)
                 return
             del self._pods[info.uid]
             self._assumed.pop(info.uid, None)
@@ -447,6 +449,7 @@ class ClusterCache:
             pending = self._pending.get(state.info.key)
             if state.sent is None and pending is not None and pending.uid == uid:
                 self._follow_ledger(pending, None)  # a previous leader's allocation it took over holds again
+            self._reindex(uid, state.info.namespace, state.info.key, [state.info.labels])  # updated meanwhile
             self._regroup(uid, state.info.key)
             return True
 
@@ -558,6 +561,7 @@ class ClusterCache:
                 del self._assumed[uid]
                 del self._pods[uid]
                 self._release(state.info)
+                self._reindex(uid, state.info.namespace, state.info.key, [state.info.labels])
                 self._regroup(uid, state.info.key)
                 expired.append(state.info)
             self._expired.extend(expired)

@@ -340,3 +340,66 @@ def test_label_index_drops_terminal_pods_and_old_values(cache: ClusterCache) -> 
             assert names(cache.pods_labelled("default", "g", value)) == sorted(
                 f"{pkey.split('/')[1]}@{'n1' if cache.pod(uid) else '-'}"
                 for _, v, uid, pkey in expected if v == value), what
+
+
+# ---- found by a fuzz of incremental against rebuilt caches ---------------------------------------
+
+PREFIX = "kube-extender.io/"
+
+
+def _group_cache() -> ClusterCache:
+    cache = ClusterCache([GPU], FakeClock(), assumed_ttl=30, annotation_prefix=PREFIX)
+    cache.upsert_node(make_node("n1").alloc(gpu=4).obj())
+    return cache
+
+
+def _labelled(cache: ClusterCache, value: str) -> tuple[int, list[str]]:
+    from extender.framework.pod_group import GROUP_LABEL
+    return (cache.group_count("default", value).members,
+            [p.uid for p in cache.pods_labelled("default", GROUP_LABEL, value)])
+
+
+@pytest.mark.parametrize("end", ["forget", "expiry"])
+def test_a_pod_relabelled_while_assumed_is_found_by_its_new_label_once_the_assumption_ends(end: str) -> None:
+    """The update re-indexed the pod against the assumed copy (the old labels); forget and expiry
+    regrouped it but did not re-index: group_count counted a member pods_labelled (Gang's
+    find_pods) no longer found."""
+    import copy
+
+    from extender.framework.pod_group import GROUP_LABEL
+    cache = _group_cache()
+    raw = make_pod("p").uid("u-p").req(gpu=1).labels(**{GROUP_LABEL: "g1"}).obj()
+    info = cache.upsert_pod(raw)
+    assert _labelled(cache, "g1") == (1, ["u-p"]) and cache.assume(info, "n1").ok
+    relabelled = copy.deepcopy(raw)
+    relabelled["metadata"]["labels"][GROUP_LABEL] = "g2"  # while it waits in Permit, say
+    cache.upsert_pod(relabelled)
+    if end == "forget":
+        assert cache.forget("u-p")
+    else:
+        cache.finish_binding("u-p")
+        cache.clock.advance(31)  # type: ignore[attr-defined]
+        assert [p.uid for p in cache.cleanup_expired()] == ["u-p"]
+    assert _labelled(cache, "g2") == (1, ["u-p"]) and _labelled(cache, "g1") == (0, [])
+
+
+def test_a_ledger_reservation_follows_its_pods_updates() -> None:
+    """A pod an older version annotated before binding is held by its allocation; an update
+    with the same allocation kept the first version: old labels (group counts, the label index)
+    and old requests (the node's use)."""
+    import copy
+
+    from extender.framework import ledger
+    from extender.framework.pod_group import GROUP_LABEL
+    cache = _group_cache()
+    alloc = ledger.encode(ledger.Allocation("n1", {GPU: 1000}, 1, cache.clock.now()))
+    raw = make_pod("p").uid("u-p").req(gpu=1).labels(**{GROUP_LABEL: "g1"}).annotations(
+        **{PREFIX + "allocation": alloc}).obj()
+    cache.upsert_pod(raw)
+    updated = copy.deepcopy(raw)
+    updated["metadata"]["labels"][GROUP_LABEL] = "g2"
+    updated["spec"]["containers"][0]["resources"]["requests"][GPU] = "3"
+    cache.upsert_pod(updated)
+    assert _labelled(cache, "g2") == (1, ["u-p"]) and _labelled(cache, "g1") == (0, [])
+    node = cache.snapshot().get("n1")
+    assert node is not None and node.requested[GPU] == 3000
