@@ -78,6 +78,11 @@ class Columns:
         self.rowspace = rowspace if rowspace is not None else object()
         """Shared by every Columns ``updated`` from this one: rows keep their nodes."""
 
+    @property
+    def inexact(self) -> frozenset[str]:
+        """The resources some node holds beyond what int64 columns hold exactly (no column)."""
+        return self._inexact
+
     @classmethod
     def build(cls, nodes: Iterable[NodeInfo]) -> Columns:
         """Columns of ``nodes`` (each becomes a row, in order)."""

@@ -30,12 +30,13 @@ class Snapshot:
     def columns(self) -> Columns:
         """This snapshot's nodes as columns (the batch path), made on first use from the closest
         earlier snapshot's columns plus the nodes changed since (a full build when there are
-        none, or when more than a quarter of the nodes changed). Concurrent first calls may both
-        build: the results are equal."""
+        none, when more than a quarter of the nodes changed, or while a resource is beyond the
+        columns' exact range - a build tells when it is back within it). Concurrent first calls
+        may both build: the results are equal."""
         cols = self._columns
         if cols is None:
             base, pending = self._base, self._pending
-            if base is None or len(pending) * 4 > len(self._nodes):
+            if base is None or base.inexact or len(pending) * 4 > len(self._nodes):
                 cols = Columns.build(self._nodes.values())
             else:
                 cols = base.updated({name: self._nodes.get(name) for name in pending})

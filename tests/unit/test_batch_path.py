@@ -348,6 +348,25 @@ def test_amounts_beyond_the_columns_range_take_the_per_node_path() -> None:
     assert list(fast.prioritize(pod, ["huge", "small"])) == list(slow.prioritize(pod, ["huge", "small"]))
 
 
+def test_a_resource_takes_the_batch_path_again_once_no_node_is_beyond_range() -> None:
+    """Columns updated node by node carried the resource's "inexact" mark for ever (only a
+    rebuild, after a quarter of the nodes changed, cleared it): one transient huge allocatable
+    sent every pod asking for it down the per-node path for good."""
+    from extender.cache.cache import ClusterCache
+    from extender.cache.columns import Columns
+
+    cache = ClusterCache([GPU], FakeClock(), assumed_ttl=30)
+    for i in range(8):
+        cache.upsert_node(make_node(f"n{i}").alloc(gpu=4).obj())
+    assert cache.snapshot().columns().column(GPU) is not None
+    cache.upsert_node(make_node("n0").alloc(gpu=10**15).obj())
+    assert cache.snapshot().columns().column(GPU) is None
+    cache.upsert_node(make_node("n0").alloc(gpu=4).obj())
+    snapshot = cache.snapshot()
+    assert Columns.build(snapshot).column(GPU) is not None
+    assert snapshot.columns().column(GPU) is not None
+
+
 FEW = frozenset({"n0", "n7", "n3", "gone"})
 MANY = frozenset({"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "gone"})  # past the names scanned one by one
 OTHERS = [f"n{i}" for i in range(9, 25)]
