@@ -36,17 +36,15 @@ by the scheduler (§4.4).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from extender.framework import node_constraints as constraints
+from extender.framework.node_constraints import expression_matches, required_affinity_matches, term_matches
+from extender.framework.node_constraints import tolerated as _tolerated
 from extender.framework.status import Code, Status
 from extender.sim.cache import NodeState, PodRecord
 
 MAX_NODE_SCORE = 100
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-
-ERR_UNSCHEDULABLE = "node(s) were unschedulable"
-ERR_NODE_NAME = "node(s) didn't match the requested node name"
-ERR_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 _BASIC = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral-storage"}
 
 
@@ -73,115 +71,27 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("spec") or {}
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-# ---- tolerations ------------------------------------------------------------------------------------
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """``Toleration.ToleratesTaint``."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return True
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
-def _tolerated(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    return any(tolerates(t, taint) for t in tolerations)
-
-
-# ---- node selection ----------------------------------------------------------------------------------
-
-
-def expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, values = str(expr.get("key") or ""), expr.get("operator"), list(expr.get("values") or [])
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt"):
-        if key not in labels or len(values) != 1:
-            return False
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (TypeError, ValueError):
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """A NodeSelectorTerm: all matchExpressions and matchFields (metadata.name); an empty term
-    matches nothing."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    labels = _labels(node)
-    if not all(expression_matches(e, labels) for e in exprs):
-        return False
-    name = {"metadata.name": str((node.get("metadata") or {}).get("name"))}
-    return all(f.get("key") == "metadata.name" and expression_matches(f, name) for f in fields)
-
-
-def required_affinity_matches(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    spec = _spec(pod)
-    labels = _labels(node)
-    for k, v in (spec.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is None:
-        return True
-    return any(term_matches(t, node) for t in required.get("nodeSelectorTerms") or [])
-
-
 # ---- filters -------------------------------------------------------------------------------------------
 
 
 def node_unschedulable(pod: PodRecord, node: NodeLike, ignored: frozenset[str]) -> Status:
-    if not _spec(node.raw).get("unschedulable"):
-        return Status()
-    taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
-    if _tolerated(_spec(pod.raw).get("tolerations") or [], taint):
-        return Status()
-    return Status.unresolvable(ERR_UNSCHEDULABLE)
+    why = constraints.unschedulable(pod.raw, node.raw)
+    return Status.unresolvable(why) if why else Status()
 
 
 def node_name(pod: PodRecord, node: NodeLike, ignored: frozenset[str]) -> Status:
-    wanted = _spec(pod.raw).get("nodeName")
-    if not wanted or wanted == node.name:
-        return Status()
-    return Status.unresolvable(ERR_NODE_NAME)
+    why = constraints.other_node_name(pod.raw, node.name)
+    return Status.unresolvable(why) if why else Status()
 
 
 def taint_toleration(pod: PodRecord, node: NodeLike, ignored: frozenset[str]) -> Status:
-    tolerations = _spec(pod.raw).get("tolerations") or []
-    for taint in _spec(node.raw).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not _tolerated(tolerations, taint):
-            return Status.unresolvable(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}")
-    return Status()
+    why = constraints.untolerated_taint(pod.raw, node.raw)
+    return Status.unresolvable(why) if why else Status()
 
 
 def node_affinity(pod: PodRecord, node: NodeLike, ignored: frozenset[str]) -> Status:
-    return Status() if required_affinity_matches(pod.raw, node.raw) else Status.unresolvable(ERR_AFFINITY)
+    why = constraints.affinity_mismatch(pod.raw, node.raw)
+    return Status.unresolvable(why) if why else Status()
 
 
 def is_extended_resource(name: str) -> bool:
