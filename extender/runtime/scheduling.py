@@ -25,6 +25,7 @@ from extender.cache.columns import Columns
 from extender.cache.snapshot import Snapshot
 from extender.framework.batch import Ints
 from extender.framework.cycle_state import CycleState
+from extender.framework.node_constraints import excluded
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.metrics import Metrics
@@ -98,8 +99,8 @@ class SchedulingCycle(VerbContext):
         extra = extra or {}
         nodes: list[NodeInfo] = []
         for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
-            if allowed is not None and info.name not in allowed:
-                continue
+            if allowed is not None and info.name not in allowed or excluded(pod.raw, info.node, info.name):
+                continue  # (kube-scheduler's own node checks: it sends no such node to filter)
             if info.name in held:
                 info = self.queue.with_held(info, pod, strict)
             more = extra.get(info.name)
@@ -135,16 +136,21 @@ class SchedulingCycle(VerbContext):
         allowed, st = fw.run_pre_filter(state, pod, snapshot)
         if st.code is Code.ERROR:
             return False
+        # nodes kube-scheduler's own checks exclude (taints, affinity, cordons) are unresolvable
+        # there: no preemption on them, as kube-scheduler's PostFilter never considers them
+        unusable = {n.name: Status.unresolvable(why) for n in snapshot
+                    if (why := excluded(pod.raw, n.node, n.name)) is not None}
         if not st.ok:
             statuses = {n.name: st for n in snapshot}
         else:
             held = self.queue.held_nodes()
             nodes = [self.queue.with_held(n, pod, True) if n.name in held else n for n in snapshot
-                     if allowed is None or n.name in allowed]
+                     if (allowed is None or n.name in allowed) and n.name not in unusable]
             result = fw.run_filter(state, pod, nodes)
             if result.feasible:
                 return False
-            statuses = result.rejected
+            statuses = dict(result.rejected)
+        statuses.update(unusable)
         nominated, st = fw.run_post_filter(state, pod, statuses)
         if st.ok and nominated:
             self.queue.nominator.nominate(pod, nominated)

@@ -348,3 +348,63 @@ def test_a_failed_gate_removal_is_a_reason_for_another_pass() -> None:
     assert "removing the gate failed" in admitter.run_once().held["default/web"]
     assert admitter.change_count() != seen
     assert admitter.run_once().admitted == ["default/web"]
+
+
+def constrained(name: str, **spec: Any) -> dict[str, Any]:
+    pod = gated(name, 2, 100, "2026-01-01T00:00:00Z")
+    pod["spec"].update(spec)
+    return pod
+
+
+def node_world(pod: dict[str, Any], *, preempting: bool = False, free_a1: bool = False) -> tuple[Any, MemoryCluster]:
+    """a1 (pool a) full of a low-priority pod, b1 (pool b) full of a high-priority one; ``pod``
+    asks for 2 GPUs, which only a1 could give (by preemption, or once free)."""
+    nodes = [make_node("a1").alloc(gpu=2).labels(pool="a").obj(), make_node("b1").alloc(gpu=2).labels(pool="b").obj()]
+    pods = [make_pod("vip").uid("u-vip").req(gpu=2).priority(1000).node("b1").obj(), pod]
+    if not free_a1:
+        pods.append(make_pod("low").uid("u-low").req(gpu=2).priority(0).node("a1").obj())
+    cluster = MemoryCluster(cluster_objects(nodes, pods))
+    config = config_of(admission={}, **({"profiles": PREEMPTING} if preempting else {}))
+    return create_app(config, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"], cluster
+
+
+NOT_A1 = [
+    pytest.param({"nodeSelector": {"pool": "b"}}, id="nodeSelector"),
+    pytest.param({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}]}}}},
+        id="required node affinity"),
+]
+
+
+@pytest.mark.parametrize("spec", NOT_A1)
+def test_admission_preempts_nothing_on_a_node_the_pod_cannot_use(spec: dict[str, Any]) -> None:
+    """kube-scheduler filters such nodes before anything else (UnschedulableAndUnresolvable: no
+    preemption there): admission evicted a1's pod for a pod that can never run on a1."""
+    state, cluster = node_world(constrained("hi", **spec), preempting=True)
+    result = state.admitter.run_once()
+    assert cluster.get_pod("default", "low") is not None, f"evicted for a pod that cannot use a1: {result}"
+    assert result.admitted == []
+
+
+@pytest.mark.parametrize("spec", NOT_A1)
+def test_admission_holds_no_room_on_a_node_the_pod_cannot_use(spec: dict[str, Any]) -> None:
+    state, cluster = node_world(constrained("hi", **spec), free_a1=True)
+    result = state.admitter.run_once(full=True)
+    assert result.admitted == [] and "hi" not in str(state.engine.queue_state()["reserved"]), result
+
+
+@pytest.mark.parametrize("node", [
+    pytest.param(make_node("a1").alloc(gpu=2).labels(pool="a").obj() | {"spec": {"unschedulable": True}}, id="cordoned"),
+    pytest.param(make_node("a1").alloc(gpu=2).labels(pool="a").obj() | {"spec": {"taints": [
+        {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]}}, id="tainted"),
+])
+def test_admission_holds_no_room_on_a_cordoned_or_tainted_node(node: dict[str, Any]) -> None:
+    pod = constrained("hi")
+    cluster = MemoryCluster(cluster_objects([node], [pod]))
+    state = create_app(config_of(admission={}), source=cluster, clock=FakeClock(),
+                       background=False).extensions["kube_extender"]
+    assert state.admitter.run_once(full=True).admitted == []
+    tolerating = copy.deepcopy(pod)  # tolerating it, the pod goes there
+    tolerating["spec"]["tolerations"] = [{"operator": "Exists"}]
+    cluster.add_pod(tolerating)
+    assert state.admitter.run_once(full=True).admitted == ["default/hi"]

@@ -62,7 +62,7 @@ SHORT_WATCH = 1.0
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
              "labels", "annotations", "ownerReferences")
 _POD_SPEC = ("nodeName", "priority", "priorityClassName", "preemptionPolicy", "schedulerName", "schedulingGates",
-             "terminationGracePeriodSeconds", "overhead", "nodeSelector", "tolerations")
+             "terminationGracePeriodSeconds", "overhead", "nodeSelector", "affinity", "tolerations")
 _CONTAINER = ("name", "resources", "restartPolicy")
 _POD_STATUS = ("phase", "nominatedNodeName", "startTime")
 _NODE_META = ("name", "uid", "resourceVersion", "creationTimestamp", "labels", "annotations")
