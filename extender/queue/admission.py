@@ -160,6 +160,12 @@ class Admitter:
         self._verdicts = {uid: v for uid, v in self._verdicts.items() if uid in live}
         self._stale &= live
         self._said = {uid: text for uid, text in self._said.items() if uid in live}
+        units: dict[tuple[str, str], list[PodInfo]] = {}
+        for pod in gated:
+            group = group_of(pod.labels)
+            if group is not None:
+                units.setdefault((pod.namespace, group), []).append(pod)
+        whole: dict[tuple[str, str], bool] = {}  # pod group -> do its gated members all fit (at its first)
         for pod in gated:
             wants = set(pod.requests)
             if self.strategy == "StrictFIFO" and wants & blocked:
@@ -190,7 +196,16 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            node = "" if preempted or not pod.requests else self.place(pod, strict=True)
+            key = (pod.namespace, group_of(pod.labels) or "")
+            unit = units.get(key, ())
+            if len(unit) > 1 and not preempted and key not in whole:
+                whole[key] = self._all_fit(unit)
+            if preempted or not pod.requests:
+                node = ""
+            elif not whole.get(key, True):
+                node = None  # its group's gated members do not all fit: none takes a part of the room
+            else:
+                node = self.place(pod, strict=True)
             if node is None and make_room is not None and make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
@@ -223,6 +238,20 @@ class Admitter:
             metrics.admission_evaluations.labels("skipped").inc(len(gated) - evaluated)
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
+
+    def _all_fit(self, unit: list[PodInfo]) -> bool:
+        """Do the gated members of one pod group (``unit``, in queue order) all have room at once
+        - each placed with the ones before it counted, every capacity held counted? Admitted one
+        by one, two groups that together exceed the cluster would each take a part of it."""
+        trial: dict[str, list[PodInfo]] = {}
+        for member in unit:
+            if not member.requests:
+                continue
+            node = self.place(member, strict=True, extra=trial)
+            if node is None:
+                return False
+            trial.setdefault(node, []).append(member)
+        return True
 
     def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
         """Keep ``verdict`` for the pod and say it on the pod."""

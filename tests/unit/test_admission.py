@@ -408,3 +408,24 @@ def test_admission_holds_no_room_on_a_cordoned_or_tainted_node(node: dict[str, A
     tolerating["spec"]["tolerations"] = [{"operator": "Exists"}]
     cluster.add_pod(tolerating)
     assert state.admitter.run_once(full=True).admitted == ["default/hi"]
+
+
+def test_two_gangs_interleaved_in_queue_order_are_admitted_one_whole_group_at_a_time() -> None:
+    """Members were admitted one by one: a0 and b0 each held half of n1 and neither group could
+    be planned; 30 s later a1 and b1 did the same - two groups that together exceed the cluster
+    each kept a part, the deadlock docs/gangs.md says cannot happen."""
+    from test_gang import filter_pod, gang_state, member
+
+    def at_gate(pod: dict[str, Any], created: str) -> dict[str, Any]:
+        pod["spec"]["schedulingGates"] = [{"name": GATE}]
+        pod["metadata"]["creationTimestamp"] = created
+        return pod
+
+    pods = [at_gate(member("a0", group="a", size=2), "2026-01-01T00:00:00Z"),
+            at_gate(member("b0", group="b", size=2), "2026-01-01T00:00:01Z"),
+            at_gate(member("a1", group="a", size=2), "2026-01-01T00:00:02Z"),
+            at_gate(member("b1", group="b", size=2), "2026-01-01T00:00:03Z")]
+    state, cluster = gang_state({"n1": 2}, pods, clock=FakeClock())
+    result = state.admitter.run_once()
+    assert result.admitted == ["default/a0", "default/a1"] and "default/b0" in result.held, result
+    assert filter_pod(state.engine, cluster, "a0", ["n1"]).feasible == ["n1"]  # group a can be planned
