@@ -63,6 +63,8 @@ class LeaderElector:
         self.caught_up = caught_up
         self._term_current = False
         """The view was current at some moment of the term held now."""
+        self._current_after = float("-inf")
+        """Monotonic time before which the term held now is not current (a released lease taken)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -88,6 +90,8 @@ class LeaderElector:
             holding = self._holds()
             if not holding or self._term_current:
                 return holding
+            if self.clock.monotonic() < self._current_after:
+                return False
             term = self._term
         if self.caught_up is not None and not self.caught_up():
             return False
@@ -175,6 +179,7 @@ class LeaderElector:
                 self._observed_at = seen
             observed_at = self._observed_at
         transitions = int(spec.get("leaseTransitions") or 0)
+        settle = 0.0
         if holder == self.identity:
             new_spec = {**spec, **self._spec(wall, transitions, spec.get("acquireTime"))}
             term = transitions
@@ -183,6 +188,10 @@ class LeaderElector:
         else:
             new_spec = self._spec(wall, transitions + 1, None)
             term = transitions + 1
+            # a lease released cleanly is free at once; one that expired gave the watches
+            # leaseDuration - renewDeadline after the old leader's last write to bring it here:
+            # a release takeover waits as long, so the view holds the old leader's last Bindings
+            settle = 0.0 if holder else max(0.0, self.lease_duration - self.renew_deadline)
         try:
             updated = self.client.put(self.path, {**lease, "spec": new_spec})
         except ApiError as exc:
@@ -191,7 +200,7 @@ class LeaderElector:
             else:
                 log.warning("writing the lease failed", extra={"error": str(exc)})
             return self._lost_round()
-        return self._won(updated, now, term)
+        return self._won(updated, now, term, settle)
 
     def _lasts(self, spec: Mapping[str, Any]) -> float:
         """How long another holder's lease lasts after a renewal seen: the leaseDurationSeconds it
@@ -200,11 +209,12 @@ class LeaderElector:
         written = spec.get("leaseDurationSeconds")
         return float(written) if type(written) is int and written > 0 else self.lease_duration
 
-    def _won(self, lease: Any, at: float, term: int) -> bool:
+    def _won(self, lease: Any, at: float, term: int, settle: float = 0.0) -> bool:
         meta = (lease or {}).get("metadata") or {}
         with self._lock:
             if not self._holds() or term != self._term:
                 self._term_current = False  # a new term (or one that lapsed): current only once caught up
+                self._current_after = at + settle
             self._holding = True
             self._renewed_at = at
             self._term = term
