@@ -123,7 +123,8 @@ def scheduler_entry(config: ExtenderConfig, url: str | None = None) -> dict[str,
 
 def load_checked(path: str | None) -> ExtenderConfig:
     """The configuration file with every profile built as ``serve`` would build it. ConfigError
-    lists every problem at once: the schema's, and the plugins' of the profiles that parsed."""
+    lists every problem at once: the schema's, and the plugins' of the profiles that parsed (a
+    profile with a schema problem is left out; the others keep their ``profiles[i]`` of the file)."""
     from extender.app import checked, profile_problems
 
     try:
@@ -131,7 +132,8 @@ def load_checked(path: str | None) -> ExtenderConfig:
     except ConfigError as exc:
         if exc.partial is None:
             raise
-        raise ConfigError(exc.problems + profile_problems(exc.partial), exc.source) from None
+        more = [(exc.file_path(key), message) for key, message in profile_problems(exc.partial)]
+        raise ConfigError(exc.problems + more, exc.source) from None
 
 
 def _print_scheduler(args: argparse.Namespace) -> int:

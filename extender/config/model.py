@@ -83,21 +83,33 @@ from extender.runtime.profile import PluginRef, PluginSet, ProfileSpec
 API_VERSION = "kube-extender.io/v1alpha1"
 KIND = "ExtenderConfiguration"
 
+_PROFILE_PATH = re.compile(r"^profiles\[(\d+)\]")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/"
                         r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 
 
 class ConfigError(ValueError):
     """An invalid configuration; ``problems`` pairs key paths with messages, ``source`` names the
-    file. ``partial``: the configuration without the sections at fault, when it still parses, so
-    the callers that build profiles can report plugin problems in the same breath."""
+    file. ``partial``: the configuration without the sections at fault and without the profiles
+    at fault, when it still parses, so the callers that build profiles can report plugin problems
+    in the same breath. ``profile_indices``: the file's index of each of ``partial``'s profiles
+    (the file's numbering, as :meth:`file_path` restores it, differs once a profile is left out)."""
 
     def __init__(self, problems: list[tuple[str, str]], source: str = "",
-                 partial: ExtenderConfig | None = None) -> None:
+                 partial: ExtenderConfig | None = None, profile_indices: tuple[int, ...] = ()) -> None:
         self.problems = problems
         self.source = source
         self.partial = partial
+        self.profile_indices = profile_indices
         super().__init__("\n".join(self.lines()))
+
+    def file_path(self, path: str) -> str:
+        """A key path of a problem found in ``partial``, numbered as in the file: ``profiles[j]``
+        of ``partial`` is ``profiles[profile_indices[j]]`` of the file. Other paths as they are."""
+        m = _PROFILE_PATH.match(path)
+        if m is None or int(m.group(1)) >= len(self.profile_indices):
+            return path
+        return f"profiles[{self.profile_indices[int(m.group(1))]}]{path[m.end():]}"
 
     def lines(self) -> list[str]:
         """One line per problem: ``FILE: key.path: message`` (the file and path when known)."""
@@ -565,8 +577,8 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
     try:
         data = schema.load(raw)
     except ValidationError as exc:
-        raise ConfigError(sorted(flatten(exc.messages, schema=schema)), source,
-                          _without(raw, exc.messages, source)) from exc
+        partial, indices = _without(raw, exc.messages, source) or (None, ())
+        raise ConfigError(sorted(flatten(exc.messages, schema=schema)), source, partial, indices) from exc
     s = data["server"]
     server = ServerConfig(s["host"], s["port"], s["pathPrefix"], s["threads"], s["maxRequestBytes"],
                           s["logLevel"], s["logFormat"],
@@ -597,15 +609,29 @@ def parse_config(raw: Any, source: str = "") -> ExtenderConfig:
     )
 
 
-def _without(raw: Mapping[str, Any], messages: Any, source: str) -> ExtenderConfig | None:
-    """``raw`` minus the top-level sections at fault, parsed; None when the profiles are at fault
-    or the rest does not parse either."""
-    if not isinstance(messages, Mapping) or "profiles" in messages or "_schema" in messages:
+def _without(raw: Mapping[str, Any], messages: Any,
+             source: str) -> tuple[ExtenderConfig, tuple[int, ...]] | None:
+    """``raw`` minus what is at fault, parsed, with the file's index of each profile it kept: the
+    top-level sections at fault are left out, and of ``profiles`` only the entries at fault
+    (``profiles[i]``). None when the document, or ``profiles`` as a whole (not a list, no profile
+    left), is at fault, or the rest does not parse either."""
+    if not isinstance(messages, Mapping) or "_schema" in messages:
         return None
+    rest = {k: v for k, v in raw.items() if k not in messages}
+    kept: tuple[int, ...] | None = None
+    if "profiles" in messages:
+        bad, profiles = messages["profiles"], raw.get("profiles")
+        if not (isinstance(bad, Mapping) and all(isinstance(i, int) for i in bad) and isinstance(profiles, list)):
+            return None
+        kept = tuple(i for i in range(len(profiles)) if i not in bad)
+        if not kept:
+            return None
+        rest["profiles"] = [profiles[i] for i in kept]
     try:
-        return parse_config({k: v for k, v in raw.items() if k not in messages}, source)
+        config = parse_config(rest, source)
     except ConfigError:
         return None
+    return config, kept if kept is not None else tuple(range(len(config.profiles)))
 
 
 def default_config() -> ExtenderConfig:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from extender.sim.client import AppTransport, HTTPTransport, Transport, TransportError, tls_context
 from extender.sim.config import ExtenderSpec, SchedulerConfig, SimConfigError
-from extender.sim.report import build_report, render_text, write_outputs
+from extender.sim.report import OutputError, build_report, prepare_out_dir, render_text, write_outputs
 from extender.sim.clocks import RealClock, VirtualClock
 from extender.sim.scheduler import Scheduler
 from extender.sim.workload import WorkloadError, cluster_extras, load_workload
@@ -128,7 +128,7 @@ def _fetch_snapshot(transport: Transport, url_prefix: str, path: str = "/debug/s
 def run(args: argparse.Namespace, wiring: Wiring) -> int:
     try:
         return _run(args, wiring)
-    except (WorkloadError, SimConfigError) as exc:
+    except (WorkloadError, SimConfigError, OutputError) as exc:
         print(f"kube-extender: {exc}", file=sys.stderr)
         return 1
     except wiring.user_errors as exc:  # type: ignore[misc]
@@ -161,6 +161,7 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
     cluster_text = Path(args.cluster).read_text() if args.cluster else _demo_cluster_text()
     classes, pdbs = cluster_extras(cluster_text)
     workload = load_workload(args.workload or sample_workload_path(), seed=args.seed, priority_classes=classes)
+    prepare_out_dir(args.out)  # before the run, not after it: its results would be lost
     entry = wiring.scheduler_entry(config, args.extender)
     transport: Transport
     clock = RealClock() if args.real_time else VirtualClock()
@@ -192,13 +193,14 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
                           extender_snapshot=_fetch_snapshot(transport, entry["urlPrefix"]),
                           extender_quota=_fetch_snapshot(transport, entry["urlPrefix"], "/debug/quota"),
                           cluster_events=getattr(cluster, "events", ()))
-    paths = write_outputs(report, args.out)
     if args.quiet:
         s = report["summary"]
         print(f"{s['pods']} pods: {s['bound']} bound, {s['pending']} pending, {s['preempted']} preempted, "
               f"{s['completed']} completed")
     else:
         sys.stdout.write(render_text(report))
+    sys.stdout.flush()  # the results are out even if writing the files fails after all
+    paths = write_outputs(report, args.out)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     transport.close()
     return 0

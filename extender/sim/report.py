@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import colorsys
 import json
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -405,15 +406,41 @@ def render_svg(report: Mapping[str, Any], title: str = "Utilization after the si
     return "\n".join(out) + "\n"
 
 
-def write_outputs(report: Mapping[str, Any], out_dir: str | Path) -> dict[str, Path]:
-    """report.json, report.txt, utilization.svg (and utilization.png when cairosvg is importable)."""
+class OutputError(Exception):
+    """The output directory cannot be created or written; the message names it."""
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    """Create ``out_dir`` (and its parents) if missing and check that files can be created in it,
+    so that a simulation does not run only to fail writing its report.
+
+    Raises :class:`OutputError` ("DIR: not a directory", "DIR: cannot write: <reason>")."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write: {exc.strerror or exc}") from exc
+    return out
+
+
+def write_outputs(report: Mapping[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """report.json, report.txt, utilization.svg (and utilization.png when cairosvg is importable)
+    in ``out_dir``, created if missing; returns the files written by kind.
+
+    Raises :class:`OutputError` naming the directory when it cannot be created or written."""
+    out = prepare_out_dir(out_dir)
     paths = {"json": out / "report.json", "text": out / "report.txt", "svg": out / "utilization.svg"}
-    paths["json"].write_text(json.dumps(report, indent=2, sort_keys=False, default=_json_default) + "\n")
-    paths["text"].write_text(render_text(report))
     svg = render_svg(report)
-    paths["svg"].write_text(svg)
+    try:
+        paths["json"].write_text(json.dumps(report, indent=2, sort_keys=False, default=_json_default) + "\n")
+        paths["text"].write_text(render_text(report))
+        paths["svg"].write_text(svg)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write: {exc.strerror or exc}") from exc
     try:
         import cairosvg  # type: ignore[import-not-found]
     except ImportError:

@@ -319,11 +319,17 @@ def parse_workload(data: Any, *, origin: str = "<workload>", seed: int = 0,
 
 
 def load_workload(path: str | Path, **kwargs: Any) -> Workload:
+    """The workload in the UTF-8 YAML file ``path`` (``kwargs`` as for :func:`parse_workload`).
+
+    Raises :class:`WorkloadError` naming the file when it cannot be read, is not UTF-8 text or
+    not YAML, and naming the entry when an entry is invalid."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise WorkloadError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{p}: not UTF-8 text (byte {exc.start}): a workload file is YAML") from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -96,6 +96,54 @@ def test_simulate_reports_bad_input_by_entry(tmp_path: Path, capsys: pytest.Capt
     assert "missing.yaml: cannot read" in capsys.readouterr().err
 
 
+def test_simulate_reports_a_workload_that_is_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "w.yaml"
+    bad.write_bytes(b"pods:\n  - name: caf\xe9\n")  # Latin-1, not UTF-8
+    assert simulate("--workload", str(bad), "--out", str(tmp_path / "o")) == 1
+    out, err = capsys.readouterr()
+    assert err == f"kube-extender: {bad}: not UTF-8 text (byte 19): a workload file is YAML\n"
+    assert out == "" and not (tmp_path / "o").exists()
+
+
+def _occupied_by_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "taken").write_text("not a directory\n")
+    return tmp_path / "taken"
+
+
+def _under_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "taken").write_text("not a directory\n")
+    return tmp_path / "taken" / "out"
+
+
+def _read_only(tmp_path: Path) -> Path:
+    (tmp_path / "ro").mkdir(mode=0o500)
+    return tmp_path / "ro"
+
+
+@pytest.mark.parametrize("make_out, message", [
+    (_occupied_by_a_file, "not a directory"),
+    (_under_a_file, "cannot write: Not a directory"),
+    pytest.param(_read_only, "cannot write: Permission denied",
+                 marks=pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root may write anywhere")),
+], ids=["a file", "under a file", "read-only"])
+def test_simulate_checks_the_output_directory_before_running(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], make_out: Any, message: str) -> None:
+    out_dir = make_out(tmp_path)
+    assert simulate("--out", str(out_dir)) == 1
+    out, err = capsys.readouterr()
+    assert err == f"kube-extender: {out_dir}: {message}\n", "one line, before the run"
+    assert out == ""
+
+
+def test_simulate_reports_a_failed_write_after_the_run_with_the_results_printed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "report.json").mkdir()  # the directory is writable, that one file is not
+    assert simulate("--out", str(tmp_path), "--quiet") == 1
+    out, err = capsys.readouterr()
+    assert "12 pods: 7 bound, 1 pending, 1 preempted, 3 completed" in out
+    assert err == f"kube-extender: {tmp_path}: cannot write: Is a directory\n"
+
+
 def test_simulate_a_custom_cluster_in_real_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("""apiVersion: scheduling.k8s.io/v1

@@ -110,6 +110,32 @@ def test_a_bad_configuration_is_one_line_per_problem_and_no_traceback(capsys: py
     assert "Traceback" not in out.out + out.err
 
 
+PROFILE_A = "- schedulerName: a\n  plugins: {multiPoint: {enabled: [{name: Gnag}]}}\n"
+PROFILE_B = "- schedulerName: b\n  plugin: {multiPoint: {enabled: [{name: Gang}]}}\n"
+PROFILE_C = "- schedulerName: c\n  plugins: {filter: {enabled: [{name: DeviceShar}]}}\n"
+
+
+@pytest.mark.parametrize("profiles, expected", [
+    ([PROFILE_A, PROFILE_B], ["profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'Gnag' (did you mean Gang?)",
+                              "profiles[1].plugin: unknown key (did you mean plugins?)"]),
+    ([PROFILE_B, PROFILE_A], ["profiles[0].plugin: unknown key (did you mean plugins?)",
+                              "profiles[1].plugins.multiPoint.enabled[0].name: unknown plugin 'Gnag' (did you mean Gang?)"]),
+    ([PROFILE_A, PROFILE_B, PROFILE_C], [
+        "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'Gnag' (did you mean Gang?)",
+        "profiles[1].plugin: unknown key (did you mean plugins?)",
+        "profiles[2].plugins.filter.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)"]),
+], ids=["bad profile last", "bad profile first", "bad profile between"])
+def test_check_reports_the_plugins_of_the_profiles_that_parse_beside_a_bad_profile(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, profiles: list[str], expected: list[str]) -> None:
+    """A schema problem in one profile leaves that profile out, not the others: their plugin
+    problems are reported in the same breath, each under its own index in the file."""
+    cfg = write(tmp_path, "profiles:\n" + "".join(profiles))
+    assert main(["config", "check", str(cfg)]) == 1
+    *lines, summary = capsys.readouterr().err.splitlines()
+    assert sorted(lines) == sorted(f"{cfg}: {line}" for line in expected)
+    assert summary == f"kube-extender: {cfg} is not a valid configuration ({len(expected)} problems)"
+
+
 def test_threads_with_the_gevent_worker_is_refused_not_ignored(capsys: pytest.CaptureFixture[str],
                                                                tmp_path: Path) -> None:
     assert main(["serve", "--threads", "8", "--port", "1"]) == 2

@@ -96,20 +96,31 @@ SCHEMA_PROBLEMS = ["servr: unknown key (did you mean server?)",
                    "server.logLevel: Must be one of: debug, info, warning, error."]
 
 
+PROFILE_0_PLUGIN_PROBLEMS = [
+    "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)",
+    "profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin 'Gnag' (did you mean Gang?)",
+    "profiles[0].plugins.multiPoint.disabled[0]: unknown plugin 'NodeResorces' (did you mean NodeResources?)",
+]
+PROFILE_1_PLUGIN_PROBLEMS = [
+    "profiles[1].plugins.postFilter.enabled[0].name: unknown plugin 'ManagedPremption' "
+    "(did you mean ManagedPreemption?)",
+    # every plugin the installation has: the built-in ones and the installed packages' (the test
+    # environment has examples/accelerator-model)
+    f"profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: {', '.join(plugin_registry().names())})",
+    "profiles[1].pluginConfig[NodeResources].args.scoringStrategy.typ: unknown key (did you mean type?)",
+]
+
+
 @pytest.mark.parametrize("text, more", [
-    pytest.param(BAD_FILE, ["profiles[0].plugins.filtr: unknown key (did you mean filter?)"],
-                 id="the profiles do not parse: their plugins cannot be judged yet"),
-    pytest.param(BAD_FILE.replace("    filtr: {}\n", ""), [
-        "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'DeviceShar' (did you mean DeviceShare?)",
-        "profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin 'Gnag' (did you mean Gang?)",
-        "profiles[0].plugins.multiPoint.disabled[0]: unknown plugin 'NodeResorces' (did you mean NodeResources?)",
-        "profiles[1].plugins.postFilter.enabled[0].name: unknown plugin 'ManagedPremption' "
-        "(did you mean ManagedPreemption?)",
-        # every plugin the installation has: the built-in ones and the installed packages' (the test
-        # environment has examples/accelerator-model)
-        f"profiles[1].pluginConfig[Gost].name: unknown plugin 'Gost' (known: {', '.join(plugin_registry().names())})",
-        "profiles[1].pluginConfig[NodeResources].args.scoringStrategy.typ: unknown key (did you mean type?)",
-    ], id="the profiles parse: every plugin problem comes with the others"),
+    pytest.param(BAD_FILE, ["profiles[0].plugins.filtr: unknown key (did you mean filter?)",
+                            *PROFILE_1_PLUGIN_PROBLEMS],
+                 id="a profile does not parse: the plugins of the others are judged, by their own index"),
+    pytest.param(BAD_FILE.replace("    filtr: {}\n", ""), PROFILE_0_PLUGIN_PROBLEMS + PROFILE_1_PLUGIN_PROBLEMS,
+                 id="the profiles parse: every plugin problem comes with the others"),
+    pytest.param(BAD_FILE.replace("    postFilter:", "    postFiltr:"), [
+        "profiles[0].plugins.filtr: unknown key (did you mean filter?)",
+        "profiles[1].plugins.postFiltr: unknown key (did you mean postFilter?)",
+    ], id="no profile parses: their plugins cannot be judged yet"),
 ])
 def test_every_problem_at_once_with_file_key_path_and_a_suggestion(tmp_path: Path, text: str,
                                                                    more: list[str]) -> None:
