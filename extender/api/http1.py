@@ -33,7 +33,6 @@ import sys
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
-from http import HTTPStatus
 from typing import Any, Callable
 from urllib.parse import unquote_to_bytes
 
@@ -41,14 +40,12 @@ import httptools
 import orjson
 
 from extender.api.errors import too_large
-from extender.api.replies import error_payload
+from extender.api.replies import REASONS, error_payload
 from extender.api.verbs import Verbs
 
 log = logging.getLogger("extender.api.http")
 
 _RECV = 256 * 1024
-_REASONS = {s.value: s.phrase for s in HTTPStatus} | {413: "Request Entity Too Large", 414: "URI Too Long"}
-"""Reason phrases; 413 and 414 as Flask and gunicorn say them."""
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                          "trailers", "transfer-encoding", "upgrade", "content-length"})
@@ -117,14 +114,14 @@ def reply_head(status: int, length: int, close: bool, content_type: bytes = b"ap
     """Status line and headers of a reply with a body of ``length`` bytes; ``extra``: more header
     lines, each ending in CRLF."""
     return (b"HTTP/1.1 %d %s\r\nServer: %s\r\nDate: %s\r\nConnection: %s\r\nContent-Type: %s\r\n"
-            b"Content-Length: %d\r\n%s\r\n") % (status, _REASONS.get(status, "").encode(), SERVER.encode(),
+            b"Content-Length: %d\r\n%s\r\n") % (status, REASONS.get(status, "").encode(), SERVER.encode(),
                                                http_date(), b"close" if close else b"keep-alive", content_type,
                                                length, extra)
 
 
 def error_reply(status: int, message: str) -> bytes:
     """A whole JSON error reply that closes the connection."""
-    body = orjson.dumps(error_payload(_REASONS.get(status, "error").lower(), message))
+    body = orjson.dumps(error_payload(REASONS.get(status, "error").lower(), message))
     return reply_head(status, len(body), True) + body
 
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 from flask import Response, request
+
+REASONS: dict[int, str] = {s.value: s.phrase for s in HTTPStatus} | {413: "Request Entity Too Large",
+                                                                     414: "URI Too Long"}
+"""The reason phrase of each status, as every answer of the extender says it (lower case, its
+``error``): ``http.HTTPStatus``'s, but 413 and 414 as Flask and gunicorn say them, whatever the
+Python version."""
 
 
 def json_response(payload: Any, status: int = 200) -> Response:

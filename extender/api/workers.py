@@ -6,7 +6,13 @@ HTTP layer of its own that does both: ``extender.api.http1``.)
   Content-Length that is not a number or comes twice, an unsupported Transfer-Encoding, an
   ``Expect`` other than ``100-continue``, a broken chunked body, a head over its limits) with an
   HTML page. ``ThreadWorker`` sends the same status and gunicorn's message as
-  ``{"error", "message"}``, like every answer of the app, and still closes the connection.
+  ``{"error", "message"}``, like every answer of the app, and still closes the connection. The
+  reason phrase - and so ``error`` - is the status's own (``extender.api.replies.REASONS``), not
+  gunicorn's text (which says "Bad Request" for its 501).
+* A ``Transfer-Encoding`` other than exactly ``chunked`` (any case) is a 501 that closes the
+  connection, as in the fast lane: gunicorn would pass ``gzip, chunked`` (and ``deflate``,
+  ``compress``, ``identity`` before ``chunked``) to the app still encoded, and answers a lone
+  ``gzip`` with a 400.
 * A request whose body is announced over the app's limit (Content-Length) gets a 413 without
   the body being read, and a chunked body may turn out over the limit (or broken) only once
   read. Before the next request on the connection gunicorn would have to read what is left:
@@ -14,7 +20,7 @@ HTTP layer of its own that does both: ``extender.api.http1``.)
   ``ThreadWorker`` marks such requests to close instead: the answer says ``Connection: close`` and nothing more is read.
   (kube-scheduler's Go client always sends a Content-Length.)
 
-``ThreadWorker`` is gunicorn's gthread worker with these two. It overrides two methods gunicorn
+``ThreadWorker`` is gunicorn's gthread worker with these three. It overrides two methods gunicorn
 does not document for custom workers - ``handle_error`` (the base class's: it writes the HTML
 page) and gthread's ``handle_request`` - and sets ``must_close`` on gunicorn's request object:
 no documented API closes a connection after an answer. The unit and integration tests
@@ -30,7 +36,10 @@ from typing import Any
 
 import orjson
 from gunicorn import util
+from gunicorn.http.errors import InvalidHeader, InvalidResponseHeader, UnsupportedTransferCoding
 from gunicorn.workers import gthread
+
+from extender.api.replies import REASONS
 
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3}) ([^\r\n]*)")
 _MESSAGE = re.compile(rb"</h1>\s*(.*?)\s*</body>", re.S)
@@ -51,11 +60,12 @@ class _Written:
 
 def json_error(page: bytes) -> bytes | None:
     """gunicorn's HTML error reply ``page`` (``gunicorn.util.write_error``) as the same reply
-    with a JSON body; None if it is not one."""
+    with a JSON body; None if it is not one. The reason phrase (and ``error``, in lower case) is
+    the status's (``REASONS``), not gunicorn's text: gunicorn says "Bad Request" for its 501."""
     status, message = _STATUS_LINE.match(page), _MESSAGE.search(page)
     if status is None:
         return None
-    reason = status.group(2).decode("latin-1")
+    reason = REASONS.get(int(status.group(1)), status.group(2).decode("latin-1"))
     text = html.unescape(message.group(1).decode("latin-1")) if message is not None else ""
     body = orjson.dumps({"error": reason.lower(), "message": text or reason})
     return (f"HTTP/1.1 {status.group(1).decode()} {reason}\r\nConnection: close\r\n"
@@ -67,9 +77,19 @@ def body_limit(app: Any) -> int:
     return int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 0)
 
 
+def refused_coding(headers: list[tuple[str, str]]) -> str | None:
+    """The first ``Transfer-Encoding`` among gunicorn request ``headers`` (upper-case names)
+    that is not exactly ``chunked`` (any case, spaces around allowed): the only coding the
+    extender reads, as the fast lane (``extender.api.http1``). None if there is none."""
+    for name, value in headers:
+        if name == "TRANSFER-ENCODING" and value.strip().lower() != "chunked":
+            return value
+    return None
+
+
 def unbounded(req: Any, limit: int) -> bool:
     """gunicorn request ``req`` announces a body over ``limit`` bytes, or comes in chunks (the
-    only Transfer-Encoding gunicorn lets through): its size is known only once read."""
+    only Transfer-Encoding ``ThreadWorker`` serves): its size is known only once read."""
     for name, value in req.headers:
         if name == "TRANSFER-ENCODING":
             return True
@@ -84,6 +104,13 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
     wsgi: Any  # gunicorn's: the app, once loaded
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """gunicorn's answer to ``exc``, in JSON. A request gunicorn refused as an invalid header
+        (a lone ``gzip``, ``chunked, gzip``, ...) whose Transfer-Encoding is not ``chunked`` is
+        a 501 naming the coding, as the ones gunicorn does not know."""
+        if isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader):
+            coding = refused_coding(getattr(exc.req, "headers", None) or [])
+            if coding is not None:
+                req, exc = req or exc.req, UnsupportedTransferCoding(coding)  # the request for the access log
         page = _Written()
         super().handle_error(req, page, addr, exc)  # gunicorn logs it and writes the page
         reply = json_error(page.data)
@@ -93,6 +120,14 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
             pass
 
     def handle_request(self, req: Any, conn: Any) -> bool:
+        """gthread's, but a request whose Transfer-Encoding is not ``chunked`` (gunicorn lets
+        ``gzip, chunked`` through, the body still encoded) is answered 501 and its connection
+        closed, the app never called; one whose body size is known only once read closes after
+        its answer."""
+        coding = refused_coding(req.headers)
+        if coding is not None:
+            self.handle_error(req, conn.sock, conn.client, UnsupportedTransferCoding(coding))
+            return False
         if unbounded(req, body_limit(self.wsgi)):
             req.must_close = True
         return bool(super().handle_request(req, conn))

@@ -11,9 +11,11 @@ from types import SimpleNamespace
 import pytest
 from gunicorn import util
 from gunicorn.config import Config
-from gunicorn.http.errors import ExpectationFailed, InvalidRequestLine, LimitRequestLine
+from gunicorn.http.errors import (ExpectationFailed, InvalidRequestLine, LimitRequestLine, ParseException,
+                                  UnsupportedTransferCoding)
+from gunicorn.http.parser import RequestParser
 
-from extender.api.workers import ThreadWorker, body_limit, json_error, unbounded
+from extender.api.workers import ThreadWorker, body_limit, json_error, refused_coding, unbounded
 
 
 def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
@@ -25,17 +27,21 @@ def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
         return b"".join(iter(lambda: theirs.recv(65536), b""))
 
 
-@pytest.mark.parametrize("status, reason, message", [
-    (400, "Bad Request", "Invalid HTTP Header: 'CONTENT-LENGTH'"),
-    (400, "Bad Request", "Invalid Request Line 'Invalid HTTP request line: \"<script>&\"'"),
-    (414, "URI Too Long", "Request Line is too large (5000 > 4094)"),
-    (417, "Expectation Failed", "Unable to comply with expectation: 'foo'"),
-    (431, "Request Header Fields Too Large", "Error parsing headers: 'limit request headers fields'"),
-    (501, "Not Implemented", "Unsupported transfer coding: 'gzip'"),
-    (500, "Internal Server Error", ""),
+@pytest.mark.parametrize("status, theirs, reason, message", [
+    (400, "Bad Request", "Bad Request", "Invalid HTTP Header: 'CONTENT-LENGTH'"),
+    (400, "Bad Request", "Bad Request", "Invalid Request Line 'Invalid HTTP request line: \"<script>&\"'"),
+    (414, "URI Too Long", "URI Too Long", "Request Line is too large (5000 > 4094)"),
+    (417, "Expectation Failed", "Expectation Failed", "Unable to comply with expectation: 'foo'"),
+    (431, "Request Header Fields Too Large", "Request Header Fields Too Large",
+     "Error parsing headers: 'limit request headers fields'"),
+    (501, "Not Implemented", "Not Implemented", "Unsupported transfer coding: 'gzip'"),
+    (501, "Bad Request", "Not Implemented", "Unsupported transfer coding: 'br, chunked'"),  # gunicorn's own 501
+    (403, "Forbidden", "Forbidden", "Request forbidden"),
+    (500, "Internal Server Error", "Internal Server Error", ""),
 ])
-def test_gunicorns_error_pages_become_json(status: int, reason: str, message: str) -> None:
-    reply = json_error(_gunicorn_page(status, reason, message))
+def test_gunicorns_error_pages_become_json(status: int, theirs: str, reason: str, message: str) -> None:
+    """The reason, and ``error``, are the status's: not gunicorn's text (``theirs``)."""
+    reply = json_error(_gunicorn_page(status, theirs, message))
     assert reply is not None
     head, _, body = reply.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
@@ -65,20 +71,89 @@ def test_body_limit_is_the_apps() -> None:
     assert body_limit(SimpleNamespace(config={})) == 0
 
 
+def _parse_refusal(head: bytes) -> Exception:
+    """What gunicorn's own request parser raises for the request ``head``."""
+    try:
+        next(iter(RequestParser(Config(), iter([head]), ("127.0.0.1", 40000))))
+    except ParseException as exc:
+        return exc
+    raise AssertionError(f"gunicorn accepted {head!r}")
+
+
+def _post(*headers: str) -> bytes:
+    return ("POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n" + "".join(f"{h}\r\n" for h in headers)
+            + "\r\n").encode()
+
+
+def _worker() -> ThreadWorker:
+    log = SimpleNamespace(warning=lambda *_: None, exception=lambda *_: None, debug=lambda *_: None,
+                          access=lambda *_: None)
+    return ThreadWorker(0, 1, [], None, 30, Config(), log)
+
+
 @pytest.mark.parametrize("error, status, message", [
     (InvalidRequestLine("HELLO"), 400, "Invalid Request Line"),
     (LimitRequestLine(5000, 4094), 414, "Request Line is too large (5000 > 4094)"),
     (ExpectationFailed("200-ok"), 417, "200-ok"),
-], ids=["request line", "line too long", "expectation"])
+    (UnsupportedTransferCoding("br, chunked"), 501, "Unsupported transfer coding: 'br, chunked'"),
+    (_parse_refusal(_post("Transfer-Encoding: br, chunked")), 501, "Unsupported transfer coding: 'br, chunked'"),
+    (_parse_refusal(_post("Transfer-Encoding: gzip")), 501, "Unsupported transfer coding: 'gzip'"),
+    (_parse_refusal(_post("Transfer-Encoding: identity")), 501, "Unsupported transfer coding: 'identity'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip")), 501, "Unsupported transfer coding: 'chunked, gzip'"),
+    (_parse_refusal(_post("Transfer-Encoding: gzip", "Content-Length: 2")), 501, "'gzip'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: chunked")), 400,
+     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Content-Length: 2")), 400,
+     "Invalid HTTP Header: 'CONTENT-LENGTH'"),
+], ids=["request line", "line too long", "expectation", "unknown coding", "unknown coding, parsed", "gzip alone",
+        "identity alone", "chunked then gzip", "gzip and Content-Length", "chunked twice: framing",
+        "chunked and Content-Length: framing"])
 def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception, status: int, message: str) -> None:
-    """Through gunicorn's own handle_error: holds on every gunicorn version setup.cfg allows."""
-    log = SimpleNamespace(warning=lambda *_: None, exception=lambda *_: None, debug=lambda *_: None)
-    worker = ThreadWorker(0, 1, [], None, 30, Config(), log)
+    """Through gunicorn's own handle_error: holds on every gunicorn version setup.cfg allows. A
+    Transfer-Encoding other than ``chunked`` is a 501 however gunicorn refused it; a ``chunked``
+    framed ambiguously stays gunicorn's 400."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        worker.handle_error(None, ours, ("127.0.0.1", 40000), error)
+        _worker().handle_error(None, ours, ("127.0.0.1", 40000), error)
         ours.shutdown(socket.SHUT_WR)
         reply = b"".join(iter(lambda: theirs.recv(65536), b""))
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(f"HTTP/1.1 {status} ".encode()) and b"Content-Type: application/json" in head
-    assert message in json.loads(body)["message"]
+    payload = json.loads(body)
+    assert message in payload["message"]
+    assert payload["error"] == {400: "bad request", 414: "uri too long", 417: "expectation failed",
+                                501: "not implemented"}[status]
+
+
+@pytest.mark.parametrize("headers, refused", [
+    ([("TRANSFER-ENCODING", "chunked")], None),
+    ([("TRANSFER-ENCODING", "Chunked")], None),
+    ([("TRANSFER-ENCODING", " CHUNKED ")], None),
+    ([("CONTENT-LENGTH", "2")], None),
+    ([("TRANSFER-ENCODING", "gzip, chunked")], "gzip, chunked"),
+    ([("TRANSFER-ENCODING", "deflate,chunked")], "deflate,chunked"),
+    ([("TRANSFER-ENCODING", "identity, chunked")], "identity, chunked"),
+    ([("TRANSFER-ENCODING", "gzip"), ("TRANSFER-ENCODING", "chunked")], "gzip"),
+    ([("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "gzip")], "gzip"),
+])
+def test_only_chunked_is_a_transfer_coding_the_worker_reads(headers: list[tuple[str, str]], refused: str | None) -> None:
+    assert refused_coding(headers) == refused
+
+
+@pytest.mark.parametrize("coding", ["gzip, chunked", "deflate, chunked", "compress, chunked", "identity, chunked"])
+def test_a_coding_gunicorn_lets_through_is_a_501_the_app_never_sees(coding: str) -> None:
+    """gunicorn's parser accepts these (the body would reach the app still encoded): the worker
+    answers 501 and closes the connection without calling the app."""
+    req = next(iter(RequestParser(Config(), iter([_post(f"Transfer-Encoding: {coding}") + b"0\r\n\r\n"]),
+                                  ("127.0.0.1", 40000))))
+    worker = _worker()
+    worker.wsgi = lambda *_: pytest.fail("the app was called")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        keep = worker.handle_request(req, SimpleNamespace(sock=ours, client=("127.0.0.1", 40000)))
+        ours.shutdown(socket.SHUT_WR)
+        reply = b"".join(iter(lambda: theirs.recv(65536), b""))
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert keep is False
+    assert head.startswith(b"HTTP/1.1 501 Not Implemented\r\n") and b"Connection: close" in head
+    assert json.loads(body) == {"error": "not implemented", "message": f"Unsupported transfer coding: {coding!r}"}

@@ -305,8 +305,8 @@ class Case:
 
     def errors_expected(self) -> tuple[int, ...]:
         """Statuses of 500 and above this request may get: 501 for a transfer coding the server
-        does not implement - an unknown one, or gzip before chunked (RFC 9112 6.1: a server
-        SHOULD answer 501; gunicorn answers some of these 400, the fast lane 501); no other."""
+        does not implement - an unknown one, gzip alone or before chunked (RFC 9112 6.1: a
+        server SHOULD answer 501; both workers do); no other."""
         return (501,) if self.damage in _UNIMPLEMENTED_CODINGS else ()
 
     def describe(self) -> str:
