@@ -90,7 +90,7 @@ def _as_written(field: Any, default: Any) -> Any:
     would write it - serialized by its own field, then made plain JSON (a Decimal as a number) -,
     or ``_UNWRITABLE`` when it cannot be (left out of the description, never guessed)."""
     try:
-        written = field.serialize("default", {"default": default})
+        written = field.serialize("default", None, accessor=lambda *_: default)  # whatever its attribute
         return json.loads(json.dumps(written, default=_json_number))
     except Exception:  # noqa: BLE001 - a third-party field that cannot serialize its own default
         return _UNWRITABLE

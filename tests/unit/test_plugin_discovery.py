@@ -109,6 +109,7 @@ from marshmallow import Schema, fields
 from extender.framework import PluginSpec, Status, schema_parser
 
 class Args(Schema):
+    limit = fields.Integer(data_key="limit", attribute="max_limit", load_default=3)
     wait = fields.TimeDelta(load_default=datetime.timedelta(seconds=90))
     since = fields.DateTime(load_default=datetime.datetime(2026, 1, 2, 3, 4, 5))
     share = fields.Decimal(load_default=decimal.Decimal("0.25"))
@@ -130,7 +131,7 @@ def test_defaults_json_cannot_hold_are_listed_as_the_args_would_be_written(
     """A third-party plugin's defaults are Python values (a timedelta, a datetime, a Decimal):
     the description gives them as a config file would write them, never a serialization error."""
     install("acme-timed", {"Timed": WITH_DEFAULTS})
-    expected = {"wait": {"type": "number", "default": 90}, "since": {"type": "string", "default": "2026-01-02T03:04:05"},
+    expected = {"limit": {"type": "integer", "default": 3}, "wait": {"type": "number", "default": 90}, "since": {"type": "string", "default": "2026-01-02T03:04:05"},
                 "share": {"type": "number", "default": 0.25},
                 "tags": {"type": "array", "items": {"type": "string"}, "default": ["a", "b"]}}
     assert cli.main(["plugins", "--json"]) == 0
