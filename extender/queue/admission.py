@@ -124,6 +124,7 @@ class Admitter:
         """Admitted pods whose capacity is held, by UID."""
         self._failed_writes = 0
         """Gate removals that failed so far (``change_count`` adds them)."""
+        queue.on_hold_again = self._follow  # a failed bind's hold given back: ended as any other
         self.cluster.on_pod_change(self._pod_changed)
 
     def _pod_changed(self, uid: str, pod: PodInfo | None) -> None:
@@ -293,6 +294,9 @@ class Admitter:
     def _hold(self, pod: PodInfo, node: str) -> None:
         self.reservations.place(admission_owner(pod.uid), pod.priority, [(node, pod)],
                                 self.hold_timeout, member=same_unit(pod))
+        self._holds[pod.uid] = pod
+
+    def _follow(self, pod: PodInfo) -> None:
         self._holds[pod.uid] = pod
 
     def _release(self, uid: str) -> None:

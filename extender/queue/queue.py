@@ -57,6 +57,8 @@ class SchedulingQueue:
         self.held = HeldCapacity(self.nominator, self.reservations)
         self.unschedulable_pods = UnschedulablePods(clock, remember_pods)
         self.wakeups = Wakeups(clock, remember_pods)
+        self.on_hold_again: Callable[[PodInfo], None] | None = None
+        """Told of an admission hold a failed bind gave back (the Admitter follows it again)."""
 
     def _end_admission_holds(self, owner: str, uids: set[str]) -> None:
         """Slots another owner planned for admitted pods (Gang's plan for a group admitted at
@@ -101,6 +103,8 @@ class SchedulingQueue:
             if (left > 0 and pending is not None and pending.uid == pod.uid and not pending.deleting
                     and self.reservations.get(owner) is None):
                 self.reservations.place(owner, priority, [(held_on, pod)], left, member=member)
+                if self.on_hold_again is not None:
+                    self.on_hold_again(pending)
         return hold_again
 
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:

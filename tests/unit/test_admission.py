@@ -429,3 +429,26 @@ def test_two_gangs_interleaved_in_queue_order_are_admitted_one_whole_group_at_a_
     result = state.admitter.run_once()
     assert result.admitted == ["default/a0", "default/a1"] and "default/b0" in result.held, result
     assert filter_pod(state.engine, cluster, "a0", ["n1"]).feasible == ["n1"]  # group a can be planned
+
+
+def test_a_hold_given_back_after_a_failed_bind_ends_when_the_pod_is_deleted() -> None:
+    """A pass during the bind saw the hold consumed and forgot it; the hold the failed bind gave
+    back was then no admission hold for the Admitter: deleting the pod left its room held for
+    holdTimeout, and the next gated pod was refused."""
+    clock = FakeClock()
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()],
+                                            [gated("a", 4, 10, "2026-01-01T00:00:00Z"),
+                                             gated("b", 4, 10, "2026-01-01T00:00:05Z")]))
+    state = create_app(config_of(admission={}), source=cluster, clock=clock, background=False).extensions["kube_extender"]
+    admitter = state.admitter
+    assert admitter.run_once().admitted == ["default/a"]
+
+    def refused(*_: Any, **__: Any) -> None:
+        admitter.run_once()  # the loop's pass while the Binding is in flight
+        raise WriteError("the API server said no")
+
+    cluster.bind = refused  # type: ignore[method-assign]
+    assert "bind failed" in state.engine.bind("default", "a", "u-a", "n1")
+    cluster.delete_pod("default", "a")
+    clock.advance(1)
+    assert admitter.run_once(full=True).admitted == ["default/b"]
