@@ -48,7 +48,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from extender.framework.handle import ClusterWriter, WriteError
 from extender.framework.pod_group import group_of
@@ -166,7 +166,17 @@ class Admitter:
             group = group_of(pod.labels)
             if group is not None:
                 units.setdefault((pod.namespace, group), []).append(pod)
-        whole: dict[tuple[str, str], bool] = {}  # pod group -> do its gated members all fit (at its first)
+        # pod group -> its gated members' seats (uid -> node, member), booked at its first member:
+        # the room its members have at once, ahead of the pods behind them in this pass
+        booked: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
+
+        def others(key: tuple[str, str]) -> dict[str, list[PodInfo]] | None:
+            extra: dict[str, list[PodInfo]] = {}
+            for k, seats in booked.items():
+                if k != key:
+                    for node, member in seats.values():
+                        extra.setdefault(node, []).append(member)
+            return extra or None
         for pod in gated:
             wants = set(pod.requests)
             if self.strategy == "StrictFIFO" and wants & blocked:
@@ -199,18 +209,20 @@ class Admitter:
                 continue
             key = (pod.namespace, group_of(pod.labels) or "")
             unit = units.get(key, ())
-            if len(unit) > 1 and not preempted and key not in whole:
-                whole[key] = self._all_fit(unit)
+            if len(unit) > 1 and not preempted and key not in booked:
+                booked[key] = self._book(unit[unit.index(pod):], others(key))  # those not passed yet
+            extra = others(key)
             if preempted or not pod.requests:
                 node = ""
-            elif not whole.get(key, True):
-                node = None  # its group's gated members do not all fit: none takes a part of the room
+            elif len(unit) > 1 and pod.uid not in booked.get(key, {}):
+                node = None  # the room its group has at once went to the members before it
             else:
-                node = self.place(pod, strict=True)
+                node = self.place(pod, strict=True, extra=extra)
+            booked.get(key, {}).pop(pod.uid, None)  # held (or not) from here on
             if node is None and make_room is not None and make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
             if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
-                node = self._hold_where_it_fits(pod, node)
+                node = self._hold_where_it_fits(pod, node, extra)
             elif node:
                 node = ""
             if node is None:
@@ -240,19 +252,22 @@ class Admitter:
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
 
-    def _all_fit(self, unit: list[PodInfo]) -> bool:
-        """Do the gated members of one pod group (``unit``, in queue order) all have room at once
-        - each placed with the ones before it counted, every capacity held counted? Admitted one
-        by one, two groups that together exceed the cluster would each take a part of it."""
-        trial: dict[str, list[PodInfo]] = {}
+    def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None) -> dict[str, tuple[str, PodInfo]]:
+        """Seats for the gated members of one pod group (``unit``, in queue order) that have room
+        at once - each placed with the ones before it and ``extra`` (other groups' seats)
+        counted, every capacity held counted: only those are admitted, and the seats count
+        against the pods behind them in the pass. Admitted one by one, two groups interleaved
+        in queue order would each take a part of the room, and neither could run."""
+        seats: dict[str, tuple[str, PodInfo]] = {}
+        trial: dict[str, list[PodInfo]] = {node: list(pods) for node, pods in (extra or {}).items()}
         for member in unit:
             if not member.requests:
                 continue
             node = self.place(member, strict=True, extra=trial)
-            if node is None:
-                return False
-            trial.setdefault(node, []).append(member)
-        return True
+            if node is not None:
+                seats[member.uid] = (node, member)
+                trial.setdefault(node, []).append(member)
+        return seats
 
     def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
         """Keep ``verdict`` for the pod and say it on the pod."""
@@ -275,14 +290,15 @@ class Admitter:
         gates = (pod.raw.get("spec") or {}).get("schedulingGates") or ()
         return all(isinstance(g, dict) and g.get("name") == self.gate for g in gates)
 
-    def _hold_where_it_fits(self, pod: PodInfo, node: str) -> str | None:
+    def _hold_where_it_fits(self, pod: PodInfo, node: str,
+                            extra: Mapping[str, Sequence[PodInfo]] | None = None) -> str | None:
         """Hold ``node`` for ``pod``, then look again where the pod goes with the hold in place:
         a bind that came between ``place`` and the hold did not see it, and may have taken the
         room (a bind after the hold counts it). Where the pod no longer fits, the hold moves to
         where it goes now; None (nothing held) when it goes nowhere."""
         for _ in range(3):
             self._hold(pod, node)
-            now = self.place(pod, strict=True)
+            now = self.place(pod, strict=True, extra=extra)
             if now == node:
                 return node
             self._release(pod.uid)

@@ -452,3 +452,23 @@ def test_a_hold_given_back_after_a_failed_bind_ends_when_the_pod_is_deleted() ->
     cluster.delete_pod("default", "a")
     clock.advance(1)
     assert admitter.run_once(full=True).admitted == ["default/b"]
+
+
+@pytest.mark.parametrize("replicas, room, admitted", [
+    (3, 2, ["a0", "a1"]),  # more replicas than minMember (elastic): those that fit go
+    (2, 2, ["a0", "a1"]),
+    (2, 1, ["a0"]),        # as before: a group that cannot complete is no worse than one by one
+])
+def test_a_groups_gated_members_that_fit_at_once_are_admitted(replicas: int, room: int, admitted: list[str]) -> None:
+    """Found in a second-look review: requiring every gated member to fit starved a group with
+    more replicas than its minMember for good."""
+    from test_gang import gang_state, member
+
+    pods = []
+    for i in range(replicas):
+        pod = member(f"a{i}", group="a", size=2)
+        pod["spec"]["schedulingGates"] = [{"name": GATE}]
+        pod["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:0{i}Z"
+        pods.append(pod)
+    state, _ = gang_state({"n1": room}, pods, clock=FakeClock())
+    assert state.admitter.run_once(full=True).admitted == [f"default/{n}" for n in admitted]
