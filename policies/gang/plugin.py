@@ -32,7 +32,7 @@ made here.
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 
 from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, Change, ClusterEvent
@@ -96,6 +96,8 @@ class Gang:
         self._claims_checked: dict[str, int] = {}
         """Per reservation owner: the group's ``GroupCount.left`` mark when every pod holding one
         of its slots was last seen to be a member (no owner: look before the next claim)."""
+        self._planned_at: dict[str, tuple[int, Hashable]] = {}
+        """Per reservation owner: the snapshot generation and held version its plan was made at."""
 
     # ---- the group ----------------------------------------------------------------------------
 
@@ -235,7 +237,10 @@ class Gang:
                         return None, st
                     for gone in [o for o in self._claims_checked if self.reservations.get(o) is None]:
                         del self._claims_checked[gone]  # what ended since the last plan
+                    for gone in [o for o in self._planned_at if self.reservations.get(o) is None]:
+                        del self._planned_at[gone]
                     self._claims_checked[owner] = count.left
+                    self._planned_at[owner] = (snapshot.generation, self.handle.held_version())
                 elif self._claims_checked.get(owner) != count.left:
                     # slots claimed by members gone meanwhile go to whoever comes next (only
                     # looked for when a member left, or a pod not known as a member claimed)
@@ -246,7 +251,7 @@ class Gang:
                     self._claims_checked.pop(owner, None)  # its claim is checked by the next member
                 node = self.reservations.claim(owner, pod.uid, prefer=offered, requests=pod.requests)
                 info = snapshot.get(node) if node is not None and node in offered else None
-                if info is None or fits(pod, info):
+                if info is None or self._fit_known(owner, pod, snapshot) or fits(pod, info):
                     break
                 # the capacity planned for it is gone (a pod of higher priority took it, the node
                 # shrank): plan the group again rather than steer members to where they fail
@@ -260,6 +265,15 @@ class Gang:
         if node is None or node not in offered:
             return None, Status()  # no planned slot among the offered nodes: wherever it fits
         return PreFilterResult(frozenset((node,))), Status()
+
+    def _fit_known(self, owner: str, pod: PodInfo, snapshot: SnapshotView) -> bool:
+        """The slot ``pod`` claimed was planned for it (the plan found it fits there) and neither
+        the cluster nor the capacity held changed since the plan: no need to look again."""
+        if self._planned_at.get(owner) != (snapshot.generation, self.handle.held_version()):
+            return False
+        res = self.reservations.get(owner)
+        slot = res.claims.get(pod.uid) if res is not None else None
+        return slot is not None and slot.planned_for == pod.uid
 
     def _plan(self, owner: str, group: Group, pod: PodInfo, members: list[PodInfo], count: int,
               candidates: Sequence[str], snapshot: SnapshotView, fits: Callable[[PodInfo, NodeInfo], bool]) -> Status:
