@@ -287,14 +287,14 @@ def create_app(config: ExtenderConfig | None = None, *, source: ClusterSource | 
     return app
 
 
-def shutdown(app: Flask) -> None:
+def shutdown(app: Flask, timeout: float = 10.0) -> None:
     """Stop what ``create_app`` started, once the server no longer answers (gunicorn's worker
     exit): the state's ``close()``. The loops end first, then leadership is given up - the Lease
     is released, so a standby takes over at once instead of after ``leaseDuration``, and this
-    process's writes are fenced from then on - then the watches close; all within a bounded
-    time, well inside the grace period."""
+    process's writes are fenced from then on - then the watches close; all within about
+    ``timeout`` seconds (the server's ``CLOSE_TIMEOUT``, which its master waits for)."""
     state: ExtenderState = app.extensions["kube_extender"]
-    state.close()
+    state.close(timeout)
 
 
 API_MUTATING_INFLIGHT = 200

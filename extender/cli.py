@@ -182,12 +182,15 @@ def _plugins(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from extender.app import create_app, shutdown
-    from extender.server import ExtenderServer
+    from extender.server import ExtenderServer, tls_problems
 
     # Everything that can be refused is refused here, before forking, in one line each (a
     # configuration: one line per problem) - never as a worker's traceback.
     config = load_checked(args.config).with_server(host=args.host, port=args.port, threads=args.threads,
                                                    log_level=args.log_level)
+    tls_refused = tls_problems(config.server.tls)  # the workers load the files only once they serve
+    if tls_refused:
+        raise ConfigError(tls_refused, args.config or "")
     if args.threads is not None and config.server.worker != "gthread":
         print(f"kube-extender: --threads applies to the gthread worker; the {config.server.worker} worker serves up "
               f"to server.connections ({config.server.connections}) requests at once. Set server.worker: gthread "

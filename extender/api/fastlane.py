@@ -18,7 +18,8 @@ server hooks (``worker_int``, ``ssl_context``), and on the app ``load_wsgi()`` l
 Its own signal handlers:
 
 * TERM: graceful - stop accepting, close idle keep-alive connections, let requests in flight
-  finish (each then closes its connection) for up to ``graceful_timeout`` seconds;
+  finish (each then closes its connection) for up to ``graceful_timeout`` seconds (the worker's:
+  ``extender.server.DRAIN_TIMEOUT``; the master waits longer, for the app's close after it);
 * INT, QUIT: quick - the ``worker_int`` hook, then the worker exits; a second one is ignored
   (Ctrl-C reaches the worker twice: from the terminal, and from the master passing it on);
 * USR1: reopen the log files (in the run loop: no locks taken in a signal handler).

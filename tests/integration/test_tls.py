@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -100,6 +102,36 @@ def test_a_client_that_ends_tls_abruptly_only_ends_its_connection(server: int, p
         assert r.status == 200
     log = (pki / "server.log").read_text()
     assert "Traceback" not in log and "level=error" not in log and "[ERROR]" not in log, log[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("worker", ["gevent", "gthread"])
+@pytest.mark.parametrize("cert", ["garbage.crt", "missing.crt"])
+def test_serve_with_an_unusable_certificate_exits_in_one_line(pki: Path, tmp_path: Path, cert: str,
+                                                              worker: str) -> None:
+    """A certificate that is not one sent the gevent worker into a crash loop (the master
+    restarting it for ever) and left the gthread worker failing every handshake; a missing one
+    was gunicorn's traceback. The real command refuses both before it listens."""
+    (tmp_path / "garbage.crt").write_text("not a certificate\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"server: {{worker: {worker}, "
+                      f"tls: {{certFile: {tmp_path / cert}, keyFile: {pki / 'server.key'}}}}}\n")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "kube-extender"), "serve", "--config", str(config),
+                             "--port", str(free_port())], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the master and its worker
+        _, stderr = proc.communicate()
+        pytest.fail(f"serve did not exit: {stderr[-2000:]}")
+    problem = "no PEM certificate in" if cert == "garbage.crt" else "cannot read"
+    assert proc.returncode == 1, stderr[-2000:]
+    assert stderr.splitlines() == [
+        f"{config}: server.tls.certFile: {problem} {tmp_path / cert}"
+        + (": No such file or directory" if cert == "missing.crt" else ""),
+        f"kube-extender: {config} is not a valid configuration (1 problem)",
+    ]
 
 
 def test_scheduler_stanza_carries_the_tls_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -204,3 +207,68 @@ def test_a_broken_kubeconfig_is_one_sentence(tmp_path: Path, text: str, problem:
     with pytest.raises(CredentialsError) as err:
         find_credentials(None, {"KUBECONFIG": str(bad)}, tmp_path)
     assert "\n" not in str(err.value) and problem in str(err.value) and "(from $KUBECONFIG)" in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of PEM files: server.crt with its server.key, other.key, encrypted.key, and
+    garbage.pem (not PEM at all)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("pem")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")
+    openssl("req", "-x509", *curve, "-nodes", "-keyout", "server.key", "-out", "server.crt", "-days", "2",
+            "-subj", "/CN=127.0.0.1")
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", "other.key")
+    openssl("pkey", "-in", "other.key", "-aes128", "-passout", "pass:secret", "-out", "encrypted.key")
+    (d / "garbage.pem").write_text("not a certificate\n")
+    return d
+
+
+@pytest.mark.parametrize("tls, key, problem", [
+    ({"certFile": "missing.crt"}, "certFile", "cannot read {d}/missing.crt: No such file or directory"),
+    ({"certFile": "garbage.pem"}, "certFile", "no PEM certificate in {d}/garbage.pem"),
+    ({"certFile": "server.key"}, "certFile", "no PEM certificate in {d}/server.key"),
+    ({"keyFile": "missing.key"}, "keyFile", "cannot read {d}/missing.key: No such file or directory"),
+    ({"keyFile": "garbage.pem"}, "keyFile", "no PEM private key in {d}/garbage.pem"),
+    ({"keyFile": "other.key"}, "keyFile",
+     "the private key in {d}/other.key does not match the certificate in {d}/server.crt"),
+    ({"keyFile": "encrypted.key"}, "keyFile",
+     "the private key in {d}/encrypted.key is encrypted: the server has no passphrase for it"),
+    ({"clientCAFile": "garbage.pem"}, "clientCAFile", "no PEM certificate in {d}/garbage.pem"),
+    ({"clientCAFile": "."}, "clientCAFile", "cannot read {d}: Is a directory"),
+], ids=["cert-missing", "cert-garbage", "cert-is-a-key", "key-missing", "key-garbage", "key-of-another-cert",
+        "key-encrypted", "client-ca-garbage", "client-ca-directory"])
+def test_serve_refuses_unusable_tls_files_before_forking(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pem: Path,
+                                                        tls: dict[str, str], key: str, problem: str) -> None:
+    """gunicorn's workers load the certificate and key only once they serve: garbage there made
+    the gevent worker fail and be restarted for ever (the gthread worker failed every handshake),
+    a missing certFile was a gunicorn traceback. `serve` loads them first and refuses the file as
+    it refuses any configuration problem."""
+    started: list[Any] = []
+    monkeypatch.setattr("extender.server.ExtenderServer.run", lambda self: started.append(self))
+    files = {"certFile": "server.crt", "keyFile": "server.key", **tls}
+    cfg = write(tmp_path, yaml.safe_dump({"server": {"tls": {k: str(pem / v) for k, v in files.items()}}}))
+    assert main(["serve", "--config", str(cfg), "--port", "1"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"{cfg}: server.tls.{key}: {problem.format(d=pem)}",
+        f"kube-extender: {cfg} is not a valid configuration (1 problem)",
+    ]
+    assert started == []
+
+
+def test_serve_starts_with_usable_tls_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pem: Path) -> None:
+    started: list[Any] = []
+    monkeypatch.setattr("extender.server.ExtenderServer.run", lambda self: started.append(self))
+    tls = {"certFile": str(pem / "server.crt"), "keyFile": str(pem / "server.key"),
+           "clientCAFile": str(pem / "server.crt")}
+    assert main(["serve", "--config", str(write(tmp_path, yaml.safe_dump({"server": {"tls": tls}}))),
+                 "--port", "1"]) == 0
+    (server,) = started
+    assert (server.cfg.certfile, server.cfg.keyfile, server.cfg.ca_certs) == \
+        (tls["certFile"], tls["keyFile"], tls["clientCAFile"])
