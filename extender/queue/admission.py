@@ -313,6 +313,7 @@ class Admitter:
         self._holds[pod.uid] = pod
 
     def _follow(self, pod: PodInfo) -> None:
+        """A hold a failed bind gave back (``SchedulingQueue.on_hold_again``): ended as any other."""
         self._holds[pod.uid] = pod
 
     def _release(self, uid: str) -> None:
