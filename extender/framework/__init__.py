@@ -22,6 +22,7 @@ from extender.framework.interfaces import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN
                                            PostBindPlugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin,
                                            PreemptionPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
                                            QueueSortPlugin, QuotaReporter, ReservePlugin, ScorePlugin, Victim)
+from extender.framework.node_constraints import node_excluded
 from extender.framework.pod_group import GROUP_LABEL, GroupCount, MemberState, PodGroupSpec, group_of
 from extender.framework.registration import ArgsError, PluginSpec, no_args, schema_parser
 from extender.framework.resources import QuantityError, format_milli, milli, parse_quantity
@@ -43,7 +44,7 @@ __all__ = [
     # what plugins see
     "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
     "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
-    "GroupCount", "MemberState", "QuotaSpec",
+    "GroupCount", "MemberState", "QuotaSpec", "node_excluded",
     # extension points
     "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
     "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",

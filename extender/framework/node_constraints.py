@@ -6,7 +6,7 @@ kube-scheduler runs them before it calls the extender, so the filter verb never 
 candidates passed already. Where the extender chooses among all nodes itself - admission at the
 scheduling gate (where an admitted pod goes, preemption there), nudges of pods that fit now, a
 PreEnqueue plugin's "some node has room" - a node the pod can never use must not count:
-``excluded`` says why it does not. Each reason is kube-scheduler's text; all are
+``node_excluded`` says why it does not. Each reason is kube-scheduler's text; all are
 UnschedulableAndUnresolvable there (no preemption helps).
 """
 
@@ -132,7 +132,7 @@ def affinity_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | 
     return None if required_affinity_matches(pod, node) else ERR_AFFINITY
 
 
-def excluded(pod: Mapping[str, Any], node: Mapping[str, Any] | None, node_name: str) -> str | None:
+def node_excluded(pod: Mapping[str, Any], node: Mapping[str, Any] | None, node_name: str) -> str | None:
     """Why kube-scheduler would never place ``pod`` on ``node`` (``node_name``; None: its Node
     object is not known, nothing is said), in its plugins' order; None when nothing excludes it."""
     if node is None:

@@ -25,7 +25,7 @@ from extender.cache.columns import Columns
 from extender.cache.snapshot import Snapshot
 from extender.framework.batch import Ints
 from extender.framework.cycle_state import CycleState
-from extender.framework.node_constraints import excluded
+from extender.framework.node_constraints import node_excluded
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
 from extender.metrics import Metrics
@@ -99,7 +99,7 @@ class SchedulingCycle(VerbContext):
         extra = extra or {}
         nodes: list[NodeInfo] = []
         for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
-            if allowed is not None and info.name not in allowed or excluded(pod.raw, info.node, info.name):
+            if allowed is not None and info.name not in allowed or node_excluded(pod.raw, info.node, info.name):
                 continue  # (kube-scheduler's own node checks: it sends no such node to filter)
             if info.name in held:
                 info = self.queue.with_held(info, pod, strict)
@@ -139,7 +139,7 @@ class SchedulingCycle(VerbContext):
         # nodes kube-scheduler's own checks exclude (taints, affinity, cordons) are unresolvable
         # there: no preemption on them, as kube-scheduler's PostFilter never considers them
         unusable = {n.name: Status.unresolvable(why) for n in snapshot
-                    if (why := excluded(pod.raw, n.node, n.name)) is not None}
+                    if (why := node_excluded(pod.raw, n.node, n.name)) is not None}
         if not st.ok:
             statuses = {n.name: st for n in snapshot}
         else:

@@ -25,7 +25,7 @@ from extender.framework.cycle_state import CycleState
 from extender.framework.events import CAPACITY_EVENTS, ClusterEvent
 from extender.framework.handle import Handle
 from extender.framework.interfaces import NodeCapacity, Victim
-from extender.framework.node_constraints import excluded
+from extender.framework.node_constraints import node_excluded
 from extender.framework.resources import QuantityError, milli
 from extender.framework.status import Code, Status
 from extender.framework.views import NodeInfo, PodInfo
@@ -349,7 +349,7 @@ class DeviceShare:
             return Status()
         held = self.handle.held_nodes()
         for node in self.handle.snapshot():
-            if excluded(pod.raw, node.node, node.name):
+            if node_excluded(pod.raw, node.node, node.name):
                 continue  # a node kube-scheduler would never send it to (taints, affinity, cordon)
             if node.name in held:
                 node = self.handle.with_held(node, pod)

@@ -15,7 +15,7 @@ PINNED = {
         "Code", "PluginError", "SKIP", "SUCCESS", "Status",
         "Clock", "CycleState", "Handle", "NodeInfo", "PodInfo", "SnapshotView", "ClusterWriter", "WriteError",
         "WaitingPodView", "WaitingPodsView", "ReservationsView", "PodGroupSpec", "GROUP_LABEL", "group_of",
-        "GroupCount", "MemberState", "QuotaSpec",
+        "GroupCount", "MemberState", "QuotaSpec", "node_excluded",
         "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterResult", "FilterPlugin",
         "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
         "BindPlugin", "PostBindPlugin", "PreemptionPlugin", "Victim", "CapacityReporter", "NodeCapacity",
