@@ -55,11 +55,13 @@ class Evictions:
         were then)."""
         self._lock = threading.Lock()
 
-    def add(self, victims: Iterable[PodInfo]) -> None:
+    def add(self, victims: Iterable[PodInfo], budgeted: bool = True) -> None:
         """``victims`` are being evicted (called before the Eviction: from the API server's
-        answer on, others must see them going)."""
+        answer on, others must see them going). ``budgeted``: False for pods that leave without
+        an Eviction (rejected in Permit: not bound, so no budget's status counts them; they are
+        never ``unseen``)."""
         victims = list(victims)
-        statuses = [b for b in self._budgets() if b.disruptions_allowed is not None]
+        statuses = [b for b in self._budgets() if b.disruptions_allowed is not None] if budgeted else []
         at = self._clock()
         with self._lock:
             for v in victims:
@@ -159,27 +161,39 @@ def held_back(pod: PodInfo, snapshot: SnapshotView, earlier: Callable[[PodInfo],
 
 
 def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodInfo],
-          why: Callable[[PodInfo], str] = lambda victim: "") -> int:
+          why: Callable[[PodInfo], str] = lambda victim: "", plugin: str = "") -> int:
     """Evict ``victims`` through the Eviction API with their grace period (each one evicted is
     added to ``handle.evictions``), with a ``Preempted`` Event on each (``why(victim)``, when
     not empty, ends its message): the ones a PodDisruptionBudget covers first (the API server
     refuses only those, and may though the budget's status as watched allows it: the allowance
-    can be spent already), then the others, each in the given order. Stops at the first refusal
-    and returns how many were evicted: 0 means nothing was lost and another node may be tried;
+    can be spent already), then the others, each in the given order. A victim waiting in Permit
+    (``handle.waiting_pods``: assumed, not bound) is rejected there in the name of ``plugin``
+    instead - its bind fails, Unreserve runs, its reservation is freed -, as kube-scheduler's
+    preemption rejects a waiting pod rather than deleting it; it is added to
+    ``handle.evictions`` too (going until the snapshot no longer shows it on the node), never
+    refused, so it comes after the covered pods. Stops at the first refusal and returns how
+    many were evicted or rejected: 0 means nothing was lost and another node may be tried;
     more means pods are gone here already."""
     writer = handle.writer
     evicted = 0
-    covered = handle.budget_covered(victims)
+    waiting = {v.uid: w for v in victims if (w := handle.waiting_pods.get(v.uid)) is not None}
+    covered = handle.budget_covered(victims).difference(waiting)
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
-        grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
-        handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
-        try:
-            writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
-        except WriteError as exc:
-            handle.evictions.discard(victim.uid)
-            log.info("eviction refused", extra={"pod": preemptor.key, "victim": victim.key, "node": node,
-                                                "error": str(exc), "already_evicted": evicted})
-            return evicted
+        in_permit = waiting.get(victim.uid)
+        if in_permit is not None:
+            handle.evictions.add((victim,), budgeted=False)
+            in_permit.reject(plugin, f"preempted by pod {preemptor.key} (priority {preemptor.priority})")
+            log.info("rejected in Permit", extra={"pod": preemptor.key, "victim": victim.key, "node": node})
+        else:
+            grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
+            handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
+            try:
+                writer.evict(victim.namespace, victim.name, victim.uid, int(grace) if isinstance(grace, int) else None)
+            except WriteError as exc:
+                handle.evictions.discard(victim.uid)
+                log.info("eviction refused", extra={"pod": preemptor.key, "victim": victim.key, "node": node,
+                                                    "error": str(exc), "already_evicted": evicted})
+                return evicted
         evicted += 1
         reason = why(victim)
         writer.record_event(victim.raw, type_="Normal", reason="Preempted",

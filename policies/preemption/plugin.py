@@ -6,7 +6,8 @@ the real kube-scheduler). So when no node passes the extender's Filter, this plu
 DefaultPreemption would: it considers the nodes that rejected the pod as Unschedulable (never
 UnschedulableAndUnresolvable ones), picks victims and a node by ``logic``, evicts the victims
 through the Eviction API with their grace period (PodDisruptionBudgets are enforced there: a
-refused eviction makes that node fail and the next candidate is tried), sets the preemptor's
+refused eviction makes that node fail and the next candidate is tried; a victim waiting in
+Permit is rejected there instead, as kube-scheduler does), sets the preemptor's
 ``status.nominatedNodeName``, records Events on victims and preemptor, and the engine then holds
 the freed capacity for the nominated pod against lower-priority pods.
 
@@ -73,7 +74,7 @@ class ManagedPreemption:
 
     def _preempt(self, pod: PodInfo, candidate: logic.Candidate) -> bool:
         victims, waits = candidate.victims, candidate.waits
-        if victims and not eviction.evict(self.handle, pod, candidate.node, victims):
+        if victims and not eviction.evict(self.handle, pod, candidate.node, victims, plugin=NAME):
             return False  # nothing lost: try the next node
         eviction.nominate(self.handle.writer, pod, candidate.node,
                           f"{eviction.account(victims, waits, 'lower-priority pod(s)')} on node {candidate.node}; "

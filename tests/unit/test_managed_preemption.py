@@ -4,15 +4,19 @@ and holds the freed capacity for the nominated pod."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
+from fakes import fake, spec_of
 
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
+from extender.framework.status import Status
+from extender.runtime.registry import Registry
 from policies.preemption import logic
 
 
@@ -29,13 +33,14 @@ def pending(name: str, gpus: int, priority: int, **spec: Any) -> dict[str, Any]:
 
 
 def setup(nodes: list[dict], pods: list[dict], pdbs: list[dict] | None = None,
-          profile_plugins: dict | None = None, **overrides: Any) -> tuple[Any, MemoryCluster]:
+          profile_plugins: dict | None = None, registry: Registry | None = None,
+          **overrides: Any) -> tuple[Any, MemoryCluster]:
     objs = cluster_objects(nodes, pods)
     objs["PodDisruptionBudget"] = pdbs or []
     cluster = MemoryCluster(objs)
     plugins = profile_plugins or {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
     config = config_of(profiles=[{"schedulerName": "default-scheduler", "plugins": plugins}], **overrides)
-    app = create_app(config, source=cluster, clock=FakeClock(), background=False)
+    app = create_app(config, source=cluster, clock=FakeClock(), background=False, registry=registry)
     return app.extensions["kube_extender"].engine, cluster
 
 
@@ -203,6 +208,48 @@ def test_pods_leaving_already_are_the_victims_that_cost_nothing(a_pods: list[tup
     outcome = filter_on(engine, cluster, pending("hi", ask, 100), ["a", "b"])
     assert outcome.nominated == where
     assert before - names(cluster) == evicted
+
+
+def test_a_victim_waiting_in_permit_is_rejected_there_not_evicted() -> None:
+    """w (priority 10) is assumed on a and waits in Permit (a Gate plugin) when hi (100) needs
+    its room. As kube-scheduler's prepareCandidate does for a waiting pod, w is rejected in
+    Permit - its bind fails, Unreserve runs, its reservation is freed - and not evicted: it is
+    not bound, there is nothing to evict, and it stays to be scheduled again."""
+    journal: list = []
+    entered = threading.Event()
+
+    def permit() -> tuple[Status, float]:
+        entered.set()
+        return Status.wait(), 30.0
+
+    gate = fake("Gate", {"reserve", "permit"}, journal, permit=permit)
+    registry = Registry([spec_of(gate)])
+    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
+                            registry=registry)
+    evicted: list[str] = []
+    real_evict = cluster.evict
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        evicted.append(name)
+        real_evict(namespace, name, uid, grace)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    result: list[str] = []
+    binding = threading.Thread(target=lambda: result.append(engine.bind("default", "w", "u-w", "a")))
+    binding.start()
+    assert entered.wait(5)
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a"])
+    binding.join(5)
+    assert (outcome.nominated, evicted) == ("a", [])
+    assert len(result) == 1 and result[0].startswith("permit failed") and "preempted" in result[0]
+    assert ("Gate", "unreserve", "a") in journal
+    assert engine.handle.waiting_pods.get("u-w") is None and not engine.cache.is_assumed("u-w")
+    assert "w" in names(cluster) and cluster.get_pod("default", "w")["spec"].get("nodeName") is None
+    assert engine.filter(cluster.get_pod("default", "hi"), ["a"]).feasible == ["a"], "w's room is hi's"
+    assert ("default/w", "Preempted") in [(e["object"], e["reason"]) for e in cluster.events]
 
 
 def test_a_preemptor_deleted_during_its_filter_call_holds_nothing() -> None:
