@@ -61,7 +61,10 @@ class ManagedPreemption:
             if node is None:
                 continue
             lower = [p for p in node.pods.values() if p.priority < pod.priority and not eviction.leaving(p, going)]
-            protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
+            # the budgets' allowances spent over all of them, most important first (as
+            # kube-scheduler's filterPodsWithPDBViolation): two pods of a budget that allows one
+            # eviction are each fine alone, not both - the less important one is protected
+            protected = frozenset(self.handle.pdb_violations(sorted(lower, key=logic.importance)))
             # each trial on a copy of this cycle's state: Filter plugins find their PreFilter's data
             found = logic.victims_on(node, pod, lambda n: self.handle.run_filters(state.clone(), pod, n).ok,
                                      lambda: next(self._generations), protected, going)

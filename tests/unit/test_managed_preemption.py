@@ -285,6 +285,31 @@ def test_a_budget_spent_by_a_leaving_pod_protects_the_others() -> None:
     assert (outcome.nominated, names(cluster)) == ("a", {"g1", "g2", "top", "hi"})
 
 
+@pytest.mark.parametrize("budget", [
+    pytest.param({"spec": {"maxUnavailable": 1}}, id="allowance-from-the-spec"),
+    pytest.param({"metadata": {"generation": 1}, "spec": {"minAvailable": 1},
+                  "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+                             "desiredHealthy": 1, "expectedPods": 2}}, id="disruptionsAllowed-1-in-the-status"),
+])
+def test_a_budget_allowing_one_eviction_protects_the_second_of_its_pods(budget: dict[str, Any]) -> None:
+    """g1 (5) and g2 (6) share a budget that allows one eviction: each may go alone, not both.
+    hi needs 2 GPUs on a, where x (8) and top (1000) also run. Judged pod by pod, neither is
+    protected and both would be the victims - the second eviction refused, with g2 lost for
+    nothing and hi nominated where it does not fit. As kube-scheduler's
+    filterPodsWithPDBViolation, the allowance is spent cumulatively over the potential victims,
+    most important first: g2 spends it, g1 is protected - the victims are g2 and x."""
+    g1, g2 = running("g1", 1, 5, "a"), running("g2", 1, 6, "a")
+    for p in (g1, g2):
+        p["metadata"]["labels"] = {"app": "g"}
+    pdb = {"metadata": {"name": "g", "namespace": "default", **budget.get("metadata", {})},
+           "spec": {**budget["spec"], "selector": {"matchLabels": {"app": "g"}}},
+           **({"status": budget["status"]} if "status" in budget else {})}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [g1, g2, running("x", 1, 8, "a"), running("top", 1, 1000, "a")], [pdb])
+    outcome = filter_on(engine, cluster, pending("hi", 2, 100), ["a"])
+    assert (outcome.nominated, names(cluster)) == ("a", {"g1", "top", "hi"})
+
+
 def test_a_budget_spent_by_an_eviction_not_shown_yet_protects_the_others() -> None:
     """minAvailable 1 over g1 (on b) and g2 (on a). hi1 evicts g1; before the watch shows it, the
     API server refuses g2 as well: hi2 must count g2 protected and evict x."""
