@@ -210,3 +210,27 @@ def nominate(writer: ClusterWriter, preemptor: PodInfo, node: str, message: str)
     except WriteError as exc:
         log.warning("nominating failed", extra={"pod": preemptor.key, "error": str(exc)})
     writer.record_event(preemptor.raw, type_="Normal", reason="Preempting", message=message)
+
+
+def clear_lower_nominations(handle: Handle, preemptor: PodInfo, node: str) -> list[PodInfo]:
+    """Clear the ``status.nominatedNodeName`` of the pods nominated to ``node``
+    (``handle.nominations()``) whose priority is lower than ``preemptor``'s, once it preempted
+    there, as kube-scheduler's preemption does (``getLowerPriorityNominatedPods``): the room is
+    the preemptor's now, and they go back to trying elsewhere rather than waiting for room they
+    may no longer get. Records ``NominationCleared`` on each; a failed write is logged and the
+    others go on (not critical, as in kube-scheduler). Returns the pods whose nomination was
+    cleared. Their capacity stays held until the watch shows the write (the nominator follows
+    the cluster), only ever against pods of their priority or lower."""
+    cleared: list[PodInfo] = []
+    for where, nominee in handle.nominations():
+        if where != node or nominee.priority >= preemptor.priority or nominee.uid == preemptor.uid:
+            continue
+        try:
+            handle.writer.set_nominated_node(nominee.namespace, nominee.name, None)
+        except WriteError as exc:
+            log.warning("clearing a nomination failed", extra={"pod": nominee.key, "node": node, "error": str(exc)})
+            continue
+        handle.writer.record_event(nominee.raw, type_="Normal", reason="NominationCleared",
+                                   message=f"pod {preemptor.key} of higher priority preempted on node {node}")
+        cleared.append(nominee)
+    return cleared

@@ -8,8 +8,10 @@ UnschedulableAndUnresolvable ones), picks victims and a node by ``logic``, evict
 through the Eviction API with their grace period (PodDisruptionBudgets are enforced there: a
 refused eviction makes that node fail and the next candidate is tried; a victim waiting in
 Permit is rejected there instead, as kube-scheduler does), sets the preemptor's
-``status.nominatedNodeName``, records Events on victims and preemptor, and the engine then holds
-the freed capacity for the nominated pod against lower-priority pods.
+``status.nominatedNodeName``, clears the nominations of lower-priority pods to that node (they
+try elsewhere, as kube-scheduler's preemption has them do), records Events on victims and
+preemptor, and the engine then holds the freed capacity for the nominated pod against
+lower-priority pods.
 
 No preemption for ``preemptionPolicy: Never``, and none while lower-priority pods are leaving
 its nominated node (``eviction.held_back``: its earlier victims, or pods their owners deleted)
@@ -82,6 +84,7 @@ class ManagedPreemption:
         eviction.nominate(self.handle.writer, pod, candidate.node,
                           f"{eviction.account(victims, waits, 'lower-priority pod(s)')} on node {candidate.node}; "
                           "nominated there")
+        eviction.clear_lower_nominations(self.handle, pod, candidate.node)
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node,
                                      "victims": [v.key for v in victims], "leaving": [v.key for v in waits]})
         return True

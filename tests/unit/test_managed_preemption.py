@@ -91,6 +91,33 @@ def test_a_higher_priority_pod_may_take_it_and_the_nomination_is_cleared() -> No
     assert ("default/hi", "NominationCleared") in [(e["object"], e["reason"]) for e in cluster.events]
 
 
+@pytest.mark.parametrize("nominee_priority, nominee_node, cleared", [
+    pytest.param(50, "a", True, id="lower-priority-nominee-on-the-chosen-node-is-cleared"),
+    pytest.param(1000, "a", False, id="higher-priority-nominee-keeps-its-nomination"),
+    pytest.param(100, "a", False, id="equal-priority-nominee-keeps-its-nomination"),
+    pytest.param(50, "b", False, id="nominee-on-another-node-keeps-its-nomination"),
+])
+def test_preempting_clears_the_nominations_of_lower_priority_pods_on_the_node(nominee_priority: int,
+                                                                               nominee_node: str,
+                                                                               cleared: bool) -> None:
+    """nominee (1 GPU) is nominated to a node - by an earlier preemption, say - when hi (100)
+    preempts on a. As kube-scheduler's prepareCandidate (getLowerPriorityNominatedPods), the
+    nominations to a of pods of lower priority than hi are cleared: the room is hi's now, and
+    they go back to the queue to find room elsewhere. Others keep theirs."""
+    nodes = [make_node("a").alloc(gpu=4).obj(), make_node("b").alloc(gpu=4).obj()]
+    nominee = pending("nominee", 1, nominee_priority)
+    nominee["status"]["nominatedNodeName"] = nominee_node
+    engine, cluster = setup(nodes, [running("low-a1", 2, 10, "a"), running("low-a2", 2, 20, "a"),
+                                    running("mid-b", 4, 500, "b"), nominee])
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a", "b"]).nominated == "a"
+    status = cluster.get_pod("default", "nominee")["status"]
+    assert status.get("nominatedNodeName") == (None if cleared else nominee_node)
+    held = {p.name for node, p in engine.handle.nominations()}
+    assert ("nominee" in held) is not cleared and "hi" in held
+    events = [(e["object"], e["reason"]) for e in cluster.events]
+    assert (("default/nominee", "NominationCleared") in events) is cleared
+
+
 @pytest.mark.parametrize("pod, why", [
     pytest.param(pending("polite", 2, 100, preemptionPolicy="Never"), "preemptionPolicy Never", id="never"),
     pytest.param(pending("peer", 2, 10), "victims of equal or higher priority", id="equal priority"),
