@@ -11,13 +11,16 @@
   is evicted, and only when needed.
 * Among candidate nodes, by the pods evicted now: the one whose most important victim has the
   lowest priority (a node where leaving pods alone make room first); then the lowest sum of
-  victim priorities; then the fewest victims; then the node whose earliest-started victim
-  started latest (least work lost); then the name, so the choice is deterministic.
+  victim priorities; then the fewest victims; then the node whose earliest-started victim of
+  the highest victim priority started latest (least work lost; a victim with no
+  ``status.startTime`` counts as started now, as kube-scheduler's ``GetEarliestPodStartTime``
+  and ``GetPodStartTime`` count them); then the name, so the choice is deterministic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import AbstractSet, Callable, Sequence
 
 from extender.framework.eviction import NO_VICTIM, leaving
@@ -38,16 +41,28 @@ class Candidate:
     waits: tuple[PodInfo, ...] = ()
     """Victims leaving already: counted on, not evicted."""
 
-    def rank(self) -> tuple[int, int, int, int, str, str]:
+    def rank(self, now: float) -> tuple[int, int, int, int, float, str]:
+        """The sort key of kube-scheduler's ``pickOneNodeForPreemption`` (best first), by the
+        pods evicted now: fewest budget violations, lowest most important victim, lowest sum of
+        priorities, fewest victims, latest ``started`` of the earliest victim of that highest
+        priority, then the name. ``now``: wall-clock seconds, the start of a victim that has
+        none (and of a candidate that evicts nothing)."""
         top = max((v.priority for v in self.victims), default=NO_VICTIM)
         total = sum(v.priority + (1 << 31) for v in self.victims)  # as kube-scheduler: each victim adds
-        earliest = min((v.start_time for v in self.victims if v.start_time), default="")
-        return (self.pdb_violations, top, total, len(self.victims), _later_first(earliest), self.node)
+        earliest = min((started(v, now) for v in self.victims if v.priority == top), default=now)
+        return (self.pdb_violations, top, total, len(self.victims), -earliest, self.node)
 
 
-def _later_first(ts: str) -> str:
-    """Sort key putting later times first; an unknown time sorts last."""
-    return "".join(chr(0x10FFFF - ord(c)) for c in ts) if ts else "\U0010FFFF"
+def started(pod: PodInfo, now: float) -> float:
+    """``status.startTime`` in seconds since the epoch; ``now`` when the pod has none (assumed,
+    or bound and not started) or it does not parse - as kube-scheduler's ``GetPodStartTime``."""
+    if not pod.start_time:
+        return now
+    try:
+        at = datetime.fromisoformat(pod.start_time.replace("Z", "+00:00"))
+    except ValueError:
+        return now
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
@@ -85,5 +100,6 @@ def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bo
                      waits=tuple(v for v in victims if leaving(v, going)))
 
 
-def pick(candidates: Sequence[Candidate]) -> Candidate | None:
-    return min(candidates, key=Candidate.rank) if candidates else None
+def pick(candidates: Sequence[Candidate], now: float) -> Candidate | None:
+    """The best of ``candidates`` by ``Candidate.rank`` (``now``: see there); None if none."""
+    return min(candidates, key=lambda c: c.rank(now)) if candidates else None

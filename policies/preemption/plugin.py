@@ -72,7 +72,8 @@ class ManagedPreemption:
                                      lambda: next(self._generations), protected, going)
             if found is not None:
                 candidates.append(replace(found, pdb_violations=len(self.handle.pdb_violations(found.victims))))
-        for candidate in sorted(candidates, key=logic.Candidate.rank):
+        now = self.handle.clock.now()
+        for candidate in sorted(candidates, key=lambda c: c.rank(now)):
             if self._preempt(pod, candidate):
                 return candidate.node, Status()
         return None, Status.unschedulable("no node where evicting lower-priority pods makes room")

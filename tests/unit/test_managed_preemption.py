@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.framework.clock import FakeClock
 from extender.framework.status import Status
+from extender.framework.views import PodInfo
 from extender.runtime.registry import Registry
 from policies.preemption import logic
 
@@ -573,15 +575,44 @@ def test_device_level_preemption_picks_the_right_pod_on_the_right_device() -> No
     assert names(cluster) == {"d0-low", "d0-high", "d1-mid", "hi"}
 
 
-def test_candidate_ranking() -> None:
-    from extender.framework.views import PodInfo
+NOW = datetime.fromisoformat("2026-03-01T00:00:00+00:00").timestamp()
 
-    def v(prio: int, start: str = "") -> PodInfo:
-        return PodInfo(f"u{prio}{start}", "d", f"p{prio}{start}", priority=prio, start_time=start)
 
-    cands = [logic.Candidate("x", (v(50),)), logic.Candidate("y", (v(10), v(10))), logic.Candidate("z", (v(10),)),
-             logic.Candidate("w", (v(10, "2026-02-01"),))]
-    assert logic.pick(cands).node == "w", "lowest top priority, lowest sum, fewest victims, latest start"
+def victim(name: str, priority: int, start: str = "") -> PodInfo:
+    return PodInfo(f"u-{name}", "default", name, priority=priority, start_time=start)
+
+
+CANDIDATE_RANKS = [
+    # id, candidates (node, victims as (name, priority, startTime)), the node picked
+    ("lowest-top-priority-then-sum-then-fewest-then-latest-start",
+     [("x", [("x1", 50, "2026-01-01T00:00:00Z")]), ("y", [("y1", 10, "2026-01-01T00:00:00Z"),
+                                                           ("y2", 10, "2026-01-01T00:00:00Z")]),
+      ("z", [("z1", 10, "2026-01-01T00:00:00Z")]), ("w", [("w1", 10, "2026-02-01T00:00:00Z")])], "w"),
+    ("only-the-highest-priority-victims-start-times-count",
+     [("early-low", [("e-hi", 50, "2026-01-10T00:00:00Z"), ("e-lo", 10, "2026-01-01T00:00:00Z")]),
+      ("late-low", [("l-hi", 50, "2026-01-05T00:00:00Z"), ("l-lo", 10, "2026-01-20T00:00:00Z")])], "early-low"),
+    ("two-top-victims-the-earlier-of-them-counts",
+     [("p", [("p1", 50, "2026-01-10T00:00:00Z"), ("p2", 50, "2026-01-02T00:00:00Z")]),
+      ("q", [("q1", 50, "2026-01-05T00:00:00Z"), ("q2", 50, "2026-01-06T00:00:00Z")])], "q"),
+    ("a-victim-without-startTime-counts-as-started-now",
+     [("unstarted", [("u1", 10, "")]), ("started", [("s1", 10, "2026-02-01T00:00:00Z")])], "unstarted"),
+    ("an-unstarted-top-victim-beats-an-early-lower-one",
+     [("m", [("m-hi", 50, ""), ("m-lo", 10, "2020-01-01T00:00:00Z")]),
+      ("n", [("n-hi", 50, "2026-01-01T00:00:00Z"), ("n-lo", 10, "2026-02-01T00:00:00Z")])], "m"),
+    ("all-equal-the-name-decides",
+     [("k2", [("k2v", 10, "")]), ("k1", [("k1v", 10, "")])], "k1"),
+]
+
+
+@pytest.mark.parametrize("candidates, picked", [c[1:] for c in CANDIDATE_RANKS], ids=[c[0] for c in CANDIDATE_RANKS])
+def test_candidate_ranking(candidates: list[tuple[str, list[tuple[str, int, str]]]], picked: str) -> None:
+    """pickOneNodeForPreemption's criteria after the budget violations: the lowest
+    highest-priority victim, the lowest sum of priorities, the fewest victims, then the latest
+    earliest start time among the victims of the highest priority only (GetEarliestPodStartTime),
+    a victim with no status.startTime counting as started now (GetPodStartTime)."""
+    cands = [logic.Candidate(node, tuple(victim(*v) for v in vs)) for node, vs in candidates]
+    assert logic.pick(cands, NOW).node == picked
+    assert logic.pick(list(reversed(cands)), NOW).node == picked
 
 
 def test_debug_queue_shows_nominated_and_gated_pods() -> None:
