@@ -3,7 +3,8 @@ preempt verb.
 
 Device usage on a node is derived from the pods accounted there, in this order of trust: the
 pod's ``<prefix>devices`` annotation (seeing it retires this process's reservation), a
-reservation made by this process (Reserve, released by Unreserve), the ``devices`` entry of its
+reservation made by this process (Reserve, released by Unreserve; one set per engine, shared by
+the DeviceShare of every profile that enables it), the ``devices`` entry of its
 allocation ledger annotation, and finally a deterministic placement of its asks (pods bound by
 someone else; one that no longer fits is charged where there is most room, never to nothing).
 It is memoized per (node, NodeInfo generation, reservation version), so a filter over 500 nodes
@@ -15,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Mapping, Sequence
+import weakref
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -45,6 +47,44 @@ log = logging.getLogger(__name__)
 NodeDevices = tuple[tuple[logic.Device, ...], logic.Usage, list[logic.Holder]]
 
 
+class _Reservations:
+    """This process's reservations, one set per engine: the DeviceShare of every profile that
+    enables it (each its own instance, built with the engine's one handle) records and reads the
+    same ones, under the same lock - a device reserved for a pod of one profile is taken for the
+    pods of every other. ``reserved`` is replaced, never changed in place (the lock held);
+    ``version`` grows with every change; ``tables``: the batch rows of every instance, which a
+    change makes again on the nodes it touched."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.reserved: Reserved = {}
+        self.version = 0
+        self.tables: weakref.WeakSet[DeviceRows] = weakref.WeakSet()
+
+
+_BY_HANDLE: dict[int, tuple[weakref.ref[Any], _Reservations]] = {}
+_BY_HANDLE_LOCK = threading.RLock()  # reentrant: a handle collected inside it drops its entry
+
+
+def _reservations_of(handle: Handle) -> _Reservations:
+    """The reservations of ``handle``'s engine (the same handle object is given to every plugin
+    of every profile of one engine): made at its first DeviceShare, dropped with the handle."""
+    key = id(handle)
+    with _BY_HANDLE_LOCK:
+        entry = _BY_HANDLE.get(key)
+        if entry is not None and entry[0]() is handle:
+            return entry[1]
+        shared = _Reservations()
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            with _BY_HANDLE_LOCK:
+                if key in _BY_HANDLE and _BY_HANDLE[key][0] is ref:
+                    del _BY_HANDLE[key]
+
+        _BY_HANDLE[key] = (weakref.ref(handle, forget), shared)
+        return shared
+
+
 class DeviceShare:
     name = NAME
 
@@ -53,11 +93,11 @@ class DeviceShare:
         self.handle = handle
         self.inventory_key = handle.annotation_prefix + args.inventory_annotation
         self.devices_key = handle.annotation_prefix + "devices"
-        self._lock = threading.RLock()
-        self._reserved: Reserved = {}
-        """This process's reservations by pod UID; replaced, never changed in place, so a
-        rejection's Status made later reads the reservations its filter read."""
-        self._version = 0
+        self._shared = _reservations_of(handle)
+        """This process's reservations by pod UID (``_Reservations``, shared with the other
+        profiles' DeviceShare); replaced, never changed in place, so a rejection's Status made
+        later reads the reservations its filter read."""
+        self._lock = self._shared.lock
         self._memo: dict[str, tuple[tuple[int, int], NodeDevices]] = {}
         self._rows: DeviceRows | None = None
         self._bad_inventory: set[tuple[str, str, str]] = set()
@@ -132,9 +172,10 @@ class DeviceShare:
                 if doc.get("node") == node_name:
                     grants = logic.grants_of(doc.get("containers"))
                     if grants is not None:
-                        if reserved is not None and current and pod.uid in self._reserved:
+                        shared = self._shared
+                        if reserved is not None and current and pod.uid in shared.reserved:
                             # the cluster now carries what Reserve chose
-                            self._reserved = {u: e for u, e in self._reserved.items() if u != pod.uid}
+                            shared.reserved = {u: e for u, e in shared.reserved.items() if u != pod.uid}
                         return grants
             except (ValueError, AttributeError):
                 pass
@@ -149,9 +190,9 @@ class DeviceShare:
         """Inventory, usage and holders of ``node``, leaving out pod ``exclude``, with this
         process's ``reservations`` as they were (the current ones when None)."""
         with self._lock:
-            current = reservations is None or reservations is self._reserved
-            reserved = self._reserved if reservations is None else reservations
-            memo_key = (node.generation, self._version)
+            current = reservations is None or reservations is self._shared.reserved
+            reserved = self._shared.reserved if reservations is None else reservations
+            memo_key = (node.generation, self._shared.version)
             cacheable = current and node.generation >= 0 and (not exclude or exclude not in node.pods)
             if cacheable:
                 cached = self._memo.get(node.name)
@@ -280,7 +321,7 @@ class DeviceShare:
             found = logic.lacks(asks[0], table.listed[rows], table.healthy[rows], table.idle[rows],
                                 table.free_memory[rows], table.free_compute[rows], table.memory[rows],
                                 table.compute[rows])
-            reservations = self._reserved  # what the rows were made with (replaced on change)
+            reservations = self._shared.reserved  # what the rows were made with (replaced on change)
         assert node is not None  # _table checked
 
         def status_at(k: int) -> Status:
@@ -327,6 +368,7 @@ class DeviceShare:
         table = self._rows
         if table is None or table.rowspace is not columns.rowspace:
             table = self._rows = DeviceRows(columns.rowspace)
+            self._shared.tables.add(table)
         if not table.refresh(rows, columns.generations(rows), columns.names_at, batch.nodes,
                              lambda info: self.node_devices(info)[:2]):
             return None
@@ -381,14 +423,14 @@ class DeviceShare:
         if not asks:
             return Status()
         while True:
-            seen = self._version
+            seen = self._shared.version
             node = self.handle.snapshot().get(node_name)
             if node is None:
                 return Status.unschedulable(f"node {node_name} disappeared while binding")
             if node_name in self.handle.held_nodes():  # capacity held for others, as Filter counts it
                 node = self.handle.with_held(node, pod)
             with self._lock:  # place and record atomically: concurrent binds never pick the same room
-                if self._version != seen:
+                if self._shared.version != seen:
                     continue  # a grant was recorded since the snapshot, maybe for a pod it lacks: look again
                 devices, usage, _ = self.node_devices(node, exclude=pod.uid)
                 grants = logic.place(asks, devices, usage, self.args.binpack)
@@ -407,18 +449,20 @@ class DeviceShare:
     def _set_reserved(self, uid: str, entry: tuple[str, tuple[logic.Grant, ...]] | None) -> None:
         """Record (None: drop) this process's reservation for pod ``uid`` (lock held). Usage read
         from reservations changes on the nodes of the old and the new one: the memo of every node
-        and the batch rows of those nodes are made again."""
-        reserved = dict(self._reserved)
+        (of every profile's instance: the version they are keyed by moves) and the batch rows of
+        those nodes (of every instance) are made again."""
+        shared = self._shared
+        reserved = dict(shared.reserved)
         old = reserved.pop(uid, None)
         if entry is not None:
             reserved[uid] = entry
         elif old is None:
             return
-        self._reserved = reserved
-        self._version += 1
-        if self._rows is not None:
+        shared.reserved = reserved
+        shared.version += 1
+        for table in list(shared.tables):
             for node in {e[0] for e in (old, entry) if e is not None}:
-                self._rows.invalidate(node)
+                table.invalidate(node)
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         grants = state.get(f"{NAME}/reserved")

@@ -544,3 +544,32 @@ def test_a_sidecars_share_is_held_beside_the_containers() -> None:
     plain["spec"]["containers"][0]["resources"] = {}
     engine, _ = engine_over([gpu_node("a", {"devices": 1, "memoryMiB": 16384})], [plain])
     assert engine.filter(share_pod("p", 16384), ["a"]).feasible == ["a"], "a plain init container has ended"
+
+
+TWO_PROFILES = dict(
+    managedResources=DEVICE_CONFIG["managedResources"],
+    profiles=[{"schedulerName": name, "plugins": {"multiPoint": {"enabled": [{"name": "DeviceShare"}],
+                                                                 "disabled": ["NodeResources"]}}}
+              for name in ("default-scheduler", "gpu-scheduler")],
+)
+
+
+def test_a_device_reserved_through_one_profile_is_taken_for_every_profile() -> None:
+    """w (profile 1) is bound to device 1 whole; our watch has not shown its Binding yet, so the
+    cache holds w assumed, with no assignment: only the reservation says where it is. z is bound
+    by someone else (no assignment) and created after w. Profile 2's DeviceShare must count w's
+    reservation, not place w by the rules (w first, on device 0: then z on device 1, and device 1
+    looking like it has room for p). (Found in review: each profile's plugin kept its own
+    reservations, and p was granted device 1 beside w holding it whole.)"""
+    z = make_pod("z").uid("u-z").req(**{MEM: 6144}).node("a").created("2026-01-02T00:00:00Z").obj()
+    w = make_pod("w").uid("u-w").req(**{COUNT: 1}).obj()
+    p = make_pod("p").uid("u-p").req(**{MEM: 8192}).scheduler("gpu-scheduler").obj()
+    cluster = MemoryCluster(cluster_objects([gpu_node("a", {"devices": 2, "memoryMiB": 16384})], [z, w, p]))
+    app = create_app(config_of(**TWO_PROFILES), source=cluster, clock=FakeClock(), background=False)
+    engine = app.extensions["kube_extender"].engine
+    lagging: list[dict] = []
+    cluster._publish_pod = lagging.append  # type: ignore[method-assign]  # the watch lags from here on
+    assert engine.bind("default", "w", "u-w", "a") == ""
+    assert granted(cluster, "w") == {"devices": [1], "memoryMiB": 0, "compute": 0, "exclusive": True}
+    assert engine.bind("default", "p", "u-p", "a") == ""
+    assert granted(cluster, "p")["devices"] == [0], "device 1 is held whole by w"

@@ -292,4 +292,4 @@ def test_every_reservation_the_cluster_now_carries_is_dropped_not_only_the_first
         for pod in held:
             cluster.delete_pod("default", pod["metadata"]["name"])
         engine.filter(probe, ["n0"])
-        assert dict(plugin._reserved) == {}
+        assert dict(plugin._shared.reserved) == {}
