@@ -54,12 +54,13 @@ def _plausible(devices: int, *amounts: int) -> str | None:
 def parse_inventory(text: str | None) -> tuple[Device, ...]:
     """Parse ``{"devices": 4, "memoryMiB": 16384, "compute": 100, "unhealthy": [3]}`` (uniform)
     or ``{"devices": [{"id": 0, "memoryMiB": 16384, "compute": 100}, ...], "unhealthy": [..]}``,
-    in id order. Absent text: no devices. Raises InventoryError naming the problem."""
+    in id order. Absent text: no devices. Raises InventoryError naming the problem (JSON nested
+    deeper than the parser recurses included)."""
     if not text:
         return ()
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InventoryError(f"not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise InventoryError("must be a JSON object")

@@ -163,7 +163,8 @@ class DeviceShare:
     def _grants_of(self, pod: PodInfo, node_name: str, reservations: Reserved,
                    current: bool) -> tuple[logic.Grant, ...] | None:
         """The grants ``pod`` holds on ``node_name``; ``current``: ``reservations`` were the
-        current ones when the read began (a reservation the cluster carries now is dropped)."""
+        current ones when the read began (a reservation the cluster carries now is dropped). A
+        malformed ``devices`` annotation is passed over, as if the pod had none."""
         reserved = reservations.get(pod.uid)
         text = pod.annotations.get(self.devices_key)
         if text:
@@ -177,7 +178,7 @@ class DeviceShare:
                             # the cluster now carries what Reserve chose
                             shared.reserved = {u: e for u, e in shared.reserved.items() if u != pod.uid}
                         return grants
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):  # malformed (nested too deep included)
                 pass
         if reserved is not None and reserved[0] == node_name:
             return reserved[1]

@@ -34,6 +34,10 @@ def used(**by_device: int) -> Usage:
     return u
 
 
+DEEP = "[" * 5000 + "]" * 5000
+"""JSON nested deeper than the parser recurses: malformed, like any other."""
+
+
 # ---- inventory ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, expected", [
@@ -52,7 +56,8 @@ def test_inventory_forms(text: str | None, expected: tuple[Device, ...]) -> None
 
 @pytest.mark.parametrize("text", ["nope", "[]", '{"devices": 2}', '{"devices": "2", "memoryMiB": 1}',
                                   '{"devices": [{"id": 1, "memoryMiB": 1}, {"id": 1, "memoryMiB": 1}]}',
-                                  '{"devices": 1, "memoryMiB": 8, "unhealthy": "0"}'])
+                                  '{"devices": 1, "memoryMiB": 8, "unhealthy": "0"}',
+                                  DEEP, '{"devices": %s, "memoryMiB": 8}' % DEEP])
 def test_bad_inventories_are_rejected(text: str) -> None:
     with pytest.raises(logic.InventoryError):
         logic.parse_inventory(text)
@@ -378,6 +383,8 @@ def gfd_node(name: str, count: str = "2", memory: str = "16384", **annotations: 
                  id="the annotation wins over the labels"),
     pytest.param(gfd_node("n", **{INVENTORY: "{broken"}), True, "gpu-feature-discovery",
                  id="a malformed annotation is ignored: the labels count"),
+    pytest.param(gfd_node("n", **{INVENTORY: DEEP}), True, "gpu-feature-discovery",
+                 id="an annotation nested too deep is ignored: the labels count"),
     pytest.param(gfd_node("n", memory="16GB"), None, "", id="malformed labels: no devices, no crash"),
     pytest.param(gfd_node("n", count="lots"), None, "", id="malformed count: no devices, no crash"),
 ])
@@ -512,7 +519,7 @@ def test_pods_bound_without_an_assignment_are_never_counted_as_holding_nothing()
     assert engine.filter(share_pod("q", 6144), ["a"]).feasible == []
 
 
-@pytest.mark.parametrize("memory", ["1e999", "-8192", "8192.5e400", '"lots"'])
+@pytest.mark.parametrize("memory", ["1e999", "-8192", "8192.5e400", '"lots"', DEEP])
 def test_a_malformed_assignment_is_ignored_not_a_failed_filter(memory: str) -> None:
     x = share_pod("x", 4096, node="a", **{DEVICES: '{"node":"a","containers":{"main":{"devices":[0],"memoryMiB":%s}}}'
                                           % memory})
