@@ -483,8 +483,10 @@ class DeviceShare:
         devices, _, holders = self.node_devices(node, exclude=pod.uid)
         if not devices:
             return [], Status.unresolvable("node(s) had no shareable devices")
-        lower = [node.pods[h.uid] for h in holders if h.uid in node.pods and node.pods[h.uid].priority < pod.priority]
-        protected = frozenset(uid for p in lower for uid in self.handle.pdb_violations([p]))
+        # as kube-scheduler's selectVictimsOnNode: the node's lower-priority pods, most important
+        # first, charged to their budgets together - those beyond an allowance violate it
+        lower = sorted((p for p in node.pods.values() if p.priority < pod.priority), key=_more_important)
+        protected = frozenset(self.handle.pdb_violations(lower))
         extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims], protected)
         if extra is None:
             return [], Status.unresolvable("evicting lower-priority pods would not free a device",
@@ -493,11 +495,17 @@ class DeviceShare:
         return sorted(chosen, key=_importance), Status()
 
 
+def _more_important(p: PodInfo) -> tuple[int, str, str]:
+    """Most important first: higher priority, then earlier start - none yet is latest - (as
+    kube-scheduler's MoreImportantPod orders them), then UID."""
+    return (-p.priority, p.start_time or "~", p.uid)
+
+
 def _importance(v: Victim) -> tuple[int, str, str]:
-    """Most important first: higher priority, then earlier start (as kube-scheduler orders them)."""
+    """``_more_important`` of a victim (one unknown to the cache sorts by its UID alone)."""
     if v.pod is None:
         return (0, "", v.uid)
-    return (-v.pod.priority, v.pod.start_time or "~", v.uid)
+    return _more_important(v.pod)
 
 
 def _exact(ask: logic.Ask) -> bool:

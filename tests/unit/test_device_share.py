@@ -580,3 +580,29 @@ def test_a_device_reserved_through_one_profile_is_taken_for_every_profile() -> N
     assert granted(cluster, "w") == {"devices": [1], "memoryMiB": 0, "compute": 0, "exclusive": True}
     assert engine.bind("default", "p", "u-p", "a") == ""
     assert granted(cluster, "p")["devices"] == [0], "device 1 is held whole by w"
+
+
+def test_preempt_judges_a_budget_over_the_victims_together_not_one_by_one() -> None:
+    """Node a: device 0 holds db-1 and db-2 (8 GiB each, priority 10, one budget allowing one
+    disruption), device 1 holds u (8 GiB, priority 20, no budget). Evicting db-1 and db-2 frees
+    device 0 but takes two disruptions of a budget allowing one: as kube-scheduler's
+    filterPodsWithPDBViolation counts, db-2 (the less important) violates it, so u goes instead.
+    (Found in review: each pod was judged alone - each "allowed" - and both were chosen.)"""
+    db = [make_pod(f"db-{i}").uid(f"u-db-{i}").labels(app="db").req(**{MEM: 8192}).priority(10).node("a").obj()
+          for i in (1, 2)]
+    db[0]["status"]["startTime"], db[1]["status"]["startTime"] = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+    u = share_pod("u", 8192, priority=20, node="a")
+    grants = {"db-1": 0, "db-2": 0, "u": 1}
+    for pod in (*db, u):
+        device = grants[pod["metadata"]["name"]]
+        pod["metadata"]["annotations"] = {DEVICES: json.dumps({"node": "a", "containers": {
+            "main": {"devices": [device], "memoryMiB": 8192}}})}
+    cpu = share_pod("cpu-victim", 0, priority=5, node="a")  # kube-scheduler proposes it alone
+    objects = cluster_objects([gpu_node("a", {"devices": 2, "memoryMiB": 16384})], [*db, u, cpu])
+    objects["PodDisruptionBudget"] = [{"metadata": {"name": "db", "namespace": "default"},
+                                       "spec": {"selector": {"matchLabels": {"app": "db"}}, "maxUnavailable": 1}}]
+    cluster = MemoryCluster(objects)
+    app = create_app(config_of(**DEVICE_CONFIG), source=cluster, clock=FakeClock(), background=False)
+    engine = app.extensions["kube_extender"].engine
+    decisions = engine.preempt(share_pod("hi", 16384, priority=100), {"a": Candidate([("u-cpu-victim", None)], 0)})
+    assert decisions["a"].victims == ["u-u", "u-cpu-victim"]
