@@ -206,11 +206,26 @@ def place(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack:
     """Deterministic placement of every ask, or None if one does not fit. Shares go to the best
     fit (binpack: the device with the least free memory that still fits; spread: the most), ties
     to the lower id; whole-device asks take the lowest-numbered idle devices. Larger asks are
-    placed first so a small one does not break up a device a large one needed."""
+    placed first so a small one does not break up a device a large one needed. Where that greedy
+    pass finds no room for several asks, a search (``_search``) looks for another assignment, so
+    a pod is judged not to fit only when none exists (within ``SEARCH_BUDGET``). One ask alone is
+    never searched for: the greedy pass finds room for it whenever there is some."""
+    grants = _greedy(asks, devices, usage, binpack)
+    if grants is not None or len(asks) < 2:
+        return grants
+    return _search(asks, devices, usage, binpack)
+
+
+def _order(asks: Sequence[Ask]) -> list[Ask]:
+    """The order asks are placed in: whole devices first, then larger shares."""
+    return sorted(asks, key=lambda a: (-a.count, -a.memory, -a.compute, a.container))
+
+
+def _greedy(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack: bool) -> tuple[Grant, ...] | None:
+    """``place``'s greedy pass: each ask in ``_order`` where it goes best, never taken back."""
     work = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive), {k: list(v) for k, v in usage.holders.items()})
-    order = sorted(asks, key=lambda a: (-a.count, -a.memory, -a.compute, a.container))
     grants: list[Grant] = []
-    for ask in order:
+    for ask in _order(asks):
         if ask.whole:
             idle = [d for d in devices if work.idle(d)]
             if len(idle) < ask.count:
@@ -226,6 +241,111 @@ def place(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack:
             g = Grant(ask.container, (best.id,), ask.memory, ask.compute)
         work.add("__placing__", [g])
         grants.append(g)
+    by_name = {g.container: g for g in grants}
+    return tuple(by_name[a.container] for a in asks)
+
+
+SEARCH_BUDGET = 10_000
+"""Device looks ``_search`` may spend on one placement (each step it opens looks at every
+healthy device of the node once): a few milliseconds at worst. Beyond it the asks are judged
+not to fit - only pods of many containers on nodes of many devices, with many different amounts
+free, that fit only in few of the ways to place them, get there."""
+
+
+def _search(asks: Sequence[Ask], devices: Sequence[Device], usage: Usage, binpack: bool) -> tuple[Grant, ...] | None:
+    """An assignment of every ask where ``_greedy`` found none, or None when there is none (or
+    ``SEARCH_BUDGET`` ran out). Depth first over the asks in ``_order``, a whole ask one device
+    at a time (in device order within it, so each set of devices is tried once); each step tries
+    the devices ``_greedy`` would rank first first, and of devices alike for what is left to place
+    (idle or not, the same memory and compute free) only the first. A step's situation that
+    failed once (which step, what the devices have free) is not tried again."""
+    order = _order(asks)
+    healthy = [d for d in devices if d.healthy]
+    n = len(healthy)
+    idle = [usage.idle(d) for d in healthy]
+    free_m = [usage.free_memory(d) for d in healthy]
+    free_c = [usage.free_compute(d) for d in healthy]
+    shares = [a for a in order if not a.whole]
+    if sum(a.count for a in order) > sum(idle) \
+            or sum(a.memory for a in shares) > sum(max(0, m) for m in free_m) \
+            or sum(a.compute for a in shares) > sum(max(0, c) for c in free_c) \
+            or any(not any(free_m[k] >= a.memory and free_c[k] >= a.compute for k in range(n)) for a in shares):
+        return None  # short of idle devices, of memory or compute in all, or a share fits no device even alone
+    steps = [(i, j) for i, a in enumerate(order) for j in range(a.count if a.whole else 1)]
+    sign = 1 if binpack else -1
+    failed: set[Any] = set()
+    budget = SEARCH_BUDGET
+
+    def open_step(s: int, picks: list[int]) -> list[Any] | None:
+        """The frame of step ``s`` (its candidates, the next to try, what it changed), None when
+        this situation failed before."""
+        i, j = steps[s]
+        ask = order[i]
+        after = picks[-1] if j > 0 else -1  # within a whole ask: devices after the last one taken
+        state = tuple(zip(idle, free_m, free_c))
+        key = (s, after, state) if j > 0 else (s, tuple(sorted(state)))
+        if key in failed:
+            return None
+        if ask.whole:
+            ranked = [k for k in range(after + 1, n) if idle[k]]
+        else:
+            ranked = sorted((k for k in range(n) if free_m[k] >= ask.memory and free_c[k] >= ask.compute),
+                            key=lambda k: (sign * free_m[k], sign * free_c[k], healthy[k].id))
+        seen: set[tuple[bool, int, int]] = set()
+        candidates = []
+        for k in ranked:
+            if state[k] not in seen:
+                seen.add(state[k])
+                candidates.append(k)
+        return [s, candidates, 0, key, None]
+
+    picks: list[int] = []
+    frame = open_step(0, picks)
+    if frame is None:
+        return None
+    stack = [frame]
+    while stack:
+        frame = stack[-1]
+        s, candidates, pos, key, saved = frame
+        if saved is not None:  # take the last try back
+            k = picks.pop()
+            idle[k], free_m[k], free_c[k] = saved
+            frame[4] = None
+        if pos == len(candidates):
+            failed.add(key)
+            stack.pop()
+            continue
+        k = candidates[pos]
+        frame[2] = pos + 1
+        frame[4] = (idle[k], free_m[k], free_c[k])
+        ask = order[steps[s][0]]
+        if ask.whole:
+            idle[k], free_m[k], free_c[k] = False, 0, 0
+        else:
+            idle[k], free_m[k], free_c[k] = False, free_m[k] - ask.memory, free_c[k] - ask.compute
+        picks.append(k)
+        if s + 1 == len(steps):
+            return _grants_from(asks, order, steps, picks, healthy)
+        budget -= n
+        if budget < 0:
+            return None
+        following = open_step(s + 1, picks)
+        if following is not None:
+            stack.append(following)
+    return None
+
+
+def _grants_from(asks: Sequence[Ask], order: Sequence[Ask], steps: Sequence[tuple[int, int]], picks: Sequence[int],
+                 healthy: Sequence[Device]) -> tuple[Grant, ...]:
+    """The grants of ``_search``'s ``picks`` (a healthy device's index per step), in ``asks`` order."""
+    taken: dict[int, list[int]] = {}
+    for (i, _), k in zip(steps, picks):
+        taken.setdefault(i, []).append(k)
+    grants = []
+    for i, ask in enumerate(order):
+        ids = tuple(healthy[k].id for k in sorted(taken[i]))
+        grants.append(Grant(ask.container, ids, 0, 0, exclusive=True) if ask.whole
+                      else Grant(ask.container, ids, ask.memory, ask.compute))
     by_name = {g.container: g for g in grants}
     return tuple(by_name[a.container] for a in asks)
 

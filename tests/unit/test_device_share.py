@@ -3,6 +3,7 @@ annotations for the runtime, restart from the ledger, device-level preempt."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 from builders import cluster_objects, make_node, make_pod
 from conftest import config_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
@@ -80,6 +83,98 @@ def test_bad_inventories_are_rejected(text: str) -> None:
 def test_place(asks: list[Ask], devices: Any, usage: Usage, binpack: bool, expected: Any) -> None:
     grants = logic.place(asks, devices, usage, binpack)
     assert (None if grants is None else [g.devices for g in grants]) == expected
+
+
+@pytest.mark.parametrize("asks, devices, usage, expected", [
+    pytest.param([Ask("w", count=1), Ask("s", 12288)], devs(16384, 8192), Usage(), [(1,), (0,)],
+                 id="the whole device is not the one the share needs"),
+    pytest.param([Ask("w", count=1), Ask("s", 12288)], devs(16384, 8192, 16384), used(d2=8192), [(1,), (0,)],
+                 id="the lowest idle device is the only one with room for the share"),
+    pytest.param([Ask("w", count=2), Ask("s", 8192, compute=60)], (Device(0, 16384), Device(1, 16384, 50),
+                                                                    Device(2, 16384, 50)), Usage(), [(1, 2), (0,)],
+                 id="the share needs the compute of device 0"),
+    pytest.param([Ask(f"c{i}", m) for i, m in enumerate([5, 4, 4, 3, 2, 2])], devs(10, 10), Usage(),
+                 [(0,), (1,), (1,), (0,), (0,), (1,)], id="shares packed as best fit decreasing cannot"),
+    pytest.param([Ask("w", count=1), Ask("s", 12288)], devs(16384, 8192), used(d0=8192), None, id="none exists"),
+])
+def test_place_finds_an_assignment_whenever_one_exists(asks: list[Ask], devices: Any, usage: Usage,
+                                                       expected: Any) -> None:
+    """The greedy pass (whole devices first at the lowest ids, then shares best fit) misses these:
+    a search finds them, and ``explain_misfit`` no longer calls them asks that never fit."""
+    grants = logic.place(asks, devices, usage)
+    assert (None if grants is None else [g.devices for g in grants]) == expected
+    if grants is None:
+        assert logic.explain_misfit(asks, devices, usage).could_help, "it fits the idle node"
+    else:
+        after = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive), {})
+        after.add("new", grants)
+        assert all(after.memory.get(d.id, 0) <= d.memory and after.compute.get(d.id, 0) <= d.compute
+                   for d in devices)
+
+
+def _fits_somehow(asks: list[Ask], devices: Any, usage: Usage) -> bool:
+    """Every assignment tried: each whole ask any set of idle devices, each share any device."""
+    def go(rest: list[Ask], u: Usage) -> bool:
+        if not rest:
+            return True
+        ask, more = rest[0], rest[1:]
+        if ask.whole:
+            options = [tuple(d.id for d in c)
+                       for c in itertools.combinations([d for d in devices if u.idle(d)], ask.count)]
+        else:
+            options = [(d.id,) for d in devices if d.healthy and u.free_memory(d) >= ask.memory
+                       and u.free_compute(d) >= ask.compute]
+        for ids in options:
+            after = Usage({**u.memory}, {**u.compute}, set(u.exclusive), {k: list(v) for k, v in u.holders.items()})
+            after.add("x", [Grant(ask.container, ids, 0 if ask.whole else ask.memory, 0 if ask.whole else ask.compute,
+                                  ask.whole)])
+            if go(more, after):
+                return True
+        return False
+    return go(list(asks), usage)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([4, 8, 12, 16]), st.sampled_from([50, 100]), st.booleans()),
+                min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0, 2, 4, 8]), st.sampled_from([0, 30, 60])), max_size=3),
+       st.lists(st.one_of(st.tuples(st.just(0), st.integers(1, 2), st.just(0)),
+                          st.tuples(st.sampled_from([0, 2, 4, 6, 8, 12]), st.just(0), st.sampled_from([0, 30, 50]))),
+                min_size=2, max_size=4),
+       st.booleans())
+def test_place_fits_exactly_when_some_assignment_does(spec: list[tuple[int, int, bool]],
+                                                      held: list[tuple[int, int, int]],
+                                                      wanted: list[tuple[int, int, int]], binpack: bool) -> None:
+    """Over small nodes (some devices unhealthy, shared or held whole) and pods of several asks:
+    ``place`` finds room exactly when some assignment has it, and what it grants fits."""
+    devices = tuple(Device(i, m, c, h) for i, (m, c, h) in enumerate(spec))
+    usage = Usage()
+    for k, (dev, memory, compute) in enumerate(held):
+        usage.add(f"h{k}", [Grant("c", (dev,), memory, compute, exclusive=memory == 0 and compute == 0)])
+    asks = [Ask(f"c{k}", m, c, n) for k, (m, n, c) in enumerate(wanted) if m or n or c] or [Ask("c", 2)]
+    grants = logic.place(asks, devices, usage, binpack)
+    assert (grants is not None) == _fits_somehow(asks, devices, usage)
+    if grants is not None:
+        assert [g.container for g in grants] == [a.container for a in asks]
+        after = Usage({**usage.memory}, {**usage.compute}, set(usage.exclusive),
+                      {k: list(v) for k, v in usage.holders.items()})
+        for a, g in zip(asks, grants):
+            if a.whole:
+                assert g.exclusive and len(set(g.devices)) == a.count and all(after.idle(devices[d]) for d in g.devices)
+            else:
+                d = devices[g.devices[0]]
+                assert d.healthy and after.free_memory(d) >= a.memory and after.free_compute(d) >= a.compute
+            after.add(a.container, [g])
+
+
+def test_a_pod_of_a_whole_device_and_a_share_fits_a_node_of_unequal_devices() -> None:
+    node = gpu_node("a", {"devices": [{"id": 0, "memoryMiB": 16384}, {"id": 1, "memoryMiB": 8192}]})
+    pod = make_pod("p").uid("u-p").req(**{COUNT: 1}).container("share", **{MEM: 12288}).obj()
+    engine, cluster = engine_over([node], [pod])
+    assert engine.filter(pod, ["a"]).feasible == ["a"]
+    assert engine.bind("default", "p", "u-p", "a") == ""
+    containers = json.loads(cluster.get_pod("default", "p")["metadata"]["annotations"][DEVICES])["containers"]
+    assert {name: c["devices"] for name, c in containers.items()} == {"main": [1], "share": [0]}
 
 
 def test_unhealthy_devices_are_never_used() -> None:
