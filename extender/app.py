@@ -344,8 +344,9 @@ def create_kube_app(config: ExtenderConfig, *, kubeconfig: str | None = None, cl
     if events is not None:
         lifecycle.on_close("events", events.close, after_loops=True)  # last: the loops may still record
     # a deposed leader stops writing renewDeadline after its last renewal and a standby may lead
-    # leaseDuration after it: writes give up within that gap, so none lands after a takeover
-    writes = KubeClient(client.api_client, timeout=max(1.0, min(client.timeout, le.lease_duration - le.renew_deadline))) \
+    # leaseDuration after it: writes give up within that gap, so none lands after a takeover (the
+    # configuration refuses a gap under MIN_LEASE_GAP; a shorter one built in code is kept, not raised)
+    writes = KubeClient(client.api_client, timeout=min(client.timeout, le.lease_duration - le.renew_deadline)) \
         if leader is not None else client
     writer = KubeWriter(writes, may_write=leader.is_leader if leader is not None else (lambda: True), events=events)
     app = create_app(config, source=source, writer=writer, clock=clock, leader=leader, metrics=metrics,

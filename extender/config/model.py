@@ -37,7 +37,7 @@ Example (every key optional; these are the defaults)::
       leaseName: kube-extender
       leaseNamespace: kube-system
       leaseDuration: 15s
-      renewDeadline: 10s
+      renewDeadline: 10s               # at least 1s below leaseDuration (each write's time)
       retryPeriod: 2s
     admission:                         # pods created with this scheduling gate wait until PreEnqueue admits them
       enabled: true
@@ -264,6 +264,16 @@ class _Cache(_Strict):
     orphanCollectionInterval = Duration(load_default=10.0)
 
 
+MIN_LEASE_GAP = 1.0
+"""The least ``leaseDuration - renewDeadline``, in seconds: the time every API write of the leader
+gets. kube-apiserver's latency SLO for a mutating call on one object is 1 s (99th percentile)."""
+
+
+def _nanoseconds(seconds: float) -> int:
+    """A duration as Go holds it: whole nanoseconds (2.9s - 1.9s is 1s, not 0.9999999999999998)."""
+    return round(seconds * 1e9)
+
+
 class _LeaderElection(_Strict):
     enabled = fields.Boolean(load_default=False)
     leaseName = fields.String(load_default="kube-extender", validate=validate.Length(min=1))
@@ -274,8 +284,17 @@ class _LeaderElection(_Strict):
 
     @validates_schema
     def ordered(self, data: dict[str, Any], **_: Any) -> None:
+        """kube-scheduler's order of the timings, and room for a write between them: the leader's
+        writes give up within ``leaseDuration - renewDeadline`` (the fence, ``create_kube_app``), and
+        kube-apiserver may take up to :data:`MIN_LEASE_GAP` for one (its latency SLO)."""
         if not 0 < data["retryPeriod"] < data["renewDeadline"] < data["leaseDuration"]:
             raise ValidationError("need 0 < retryPeriod < renewDeadline < leaseDuration", "renewDeadline")
+        if _nanoseconds(data["leaseDuration"]) - _nanoseconds(data["renewDeadline"]) < _nanoseconds(MIN_LEASE_GAP):
+            raise ValidationError(
+                f"must be at least {format_duration(MIN_LEASE_GAP)} below leaseDuration "
+                f"({format_duration(data['leaseDuration'])}), not {format_duration(data['renewDeadline'])}: "
+                "a leader's API writes give up within that gap, so that none lands after another replica may take "
+                "the lease, and kube-apiserver may take a second for one", "renewDeadline")
 
 
 class _Admission(_Strict):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_kit import needs_helm, template
+from chart_kit import cli, extender_config, needs_helm, template
 
 
 NEGATIVE: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
@@ -81,6 +81,8 @@ NEGATIVE: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
      "forbids every eviction"),
     ("lease-timings-out-of-order", {"config": {"leaderElection": {"renewDeadline": "20s"}}}, (),
      "0 < retryPeriod (2s) < renewDeadline (20s) < leaseDuration (15s)"),
+    ("lease-gap-under-a-second", {"config": {"leaderElection": {"renewDeadline": "14500ms"}}}, (),
+     "config.leaderElection.renewDeadline (14500ms) must be at least 1s below leaseDuration (15s)"),
     ("duplicate-profiles", {"config": {"profiles": [{"schedulerName": ""}, {"schedulerName": "default-scheduler"}]}}, (),
      "appears twice"),
 ]
@@ -125,3 +127,26 @@ def test_schema_rejects_bad_values(values: dict[str, Any], message: str, tmp_pat
     run = template(str(path))
     assert run.returncode != 0
     assert message in run.stderr, run.stderr
+
+
+ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("lease-gap-of-a-second", {"config": {"leaderElection": {"renewDeadline": "14s"}}}),
+    ("lease-gap-of-a-second-in-float-dust", {"config": {"leaderElection": {"leaseDuration": "2.9s",
+                                                                           "renewDeadline": "1.9s",
+                                                                           "retryPeriod": "500ms"}}}),
+]
+
+
+@needs_helm
+@pytest.mark.parametrize("values", [c[1] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_values_at_the_extenders_limits_render_and_pass_config_check(values: dict[str, Any], tmp_path: Path) -> None:
+    """What the extender accepts, the chart renders: the refusals above stop at the extender's own
+    limits, not before them."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    run = template(str(path))
+    assert run.returncode == 0, run.stderr
+    config = extender_config(tuple(d for d in yaml.safe_load_all(run.stdout) if d), {"fullnameOverride": ""})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    code, out, err = cli("config", "check", str(tmp_path / "config.yaml"))
+    assert code == 0, err

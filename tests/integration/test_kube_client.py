@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -115,6 +116,28 @@ def test_the_extender_sizes_its_pool_from_its_configuration(api: FakeApiServer, 
     try:
         assert state.writer.client.connections == state.source.client.connections == 66
         assert state.source.wait_synced(10)  # stopping while the first watches open waits for them
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize("lease_duration, renew_deadline, timeout", [
+    (15.0, 10.0, 5.0),      # the defaults
+    (60.0, 10.0, 30.0),     # at most the client's own timeout
+    (15.0, 14.5, 0.5),      # built in code, past the file's 1 s minimum: still the gap, never more
+], ids=["defaults", "client-timeout", "half-second-gap"])
+def test_a_leaders_writes_give_up_within_the_lease_gap(api: FakeApiServer, tmp_path: Path, lease_duration: float,
+                                                        renew_deadline: float, timeout: float) -> None:
+    """The fence: a deposed leader stops writing renewDeadline after its last renewal and a standby
+    may lead leaseDuration after it, so every write gives up within leaseDuration - renewDeadline.
+    The write timeout used to be raised to at least 1 s, past a shorter gap."""
+    base = config_of(leaderElection={"enabled": True, "leaseNamespace": "default"})
+    config = replace(base, leader_election=replace(base.leader_election, lease_duration=lease_duration,
+                                                   renew_deadline=renew_deadline))
+    app = create_kube_app(config, kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"))
+    state = app.extensions["kube_extender"]
+    try:
+        assert state.writer.client.timeout == timeout
+        assert state.source.client.timeout == 30.0  # reads and watches keep the client's own
     finally:
         state.close()
 

@@ -197,3 +197,26 @@ def test_a_domain_too_long_for_its_quota_name_is_refused() -> None:
     domain = ".".join(["a" * 49] * 5) + "bb"  # 251 characters, labels of at most 55
     assert 244 < len(domain) <= 253
     assert valid_extended_resource_name(f"{domain}/gpu") is not None
+
+
+@pytest.mark.parametrize("lease, renew, refused", [
+    ("15s", "14500ms", True),     # 0.5 s: a write may not outlive it, and kube-apiserver may take 1 s
+    ("2s", "1500ms", True),
+    ("15s", "14999ms", True),
+    ("15s", "14s", False),        # 1 s: the least gap
+    ("2.9s", "1.9s", False),      # 1 s, though 2.9 - 1.9 is 0.9999999999999998 in floats
+    ("15s", "10s", False),        # the defaults: 5 s
+], ids=["500ms-gap", "fast-500ms-gap", "1ms-gap", "1s-gap", "1s-gap-in-float-dust", "defaults"])
+def test_a_lease_gap_a_write_cannot_fit_in_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              lease: str, renew: str, refused: bool) -> None:
+    """Every API write of the leader gives up within leaseDuration - renewDeadline (the fence:
+    create_kube_app), so a deposed leader's write lands before a standby may lead. A gap under
+    1 s used to be raised to 1 s for the writes - breaking the fence - instead of refused."""
+    text = f"leaderElection: {{enabled: true, leaseDuration: {lease}, renewDeadline: {renew}, retryPeriod: 250ms}}\n"
+    rc, err = check(tmp_path, text, capsys)
+    if not refused:
+        assert rc == 0, err
+        return
+    assert rc == 1
+    assert f"{tmp_path / 'config.yaml'}: leaderElection.renewDeadline: " in err, err
+    assert "at least 1s below leaseDuration" in err, err

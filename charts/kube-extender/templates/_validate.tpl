@@ -24,6 +24,10 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- if not (and (lt 0.0 $retryPeriod) (lt $retryPeriod $renewDeadline) (lt $renewDeadline $leaseDuration)) -}}
 {{- fail (printf "config.leaderElection needs 0 < retryPeriod (%s) < renewDeadline (%s) < leaseDuration (%s)" $le.retryPeriod $le.renewDeadline $le.leaseDuration) -}}
 {{- end -}}
+{{- /* the leader's API writes give up within leaseDuration - renewDeadline (its fence): at least 1s, as kube-extender's MIN_LEASE_GAP */ -}}
+{{- if lt (sub (int64 (round (mulf $leaseDuration 1e9) 0)) (int64 (round (mulf $renewDeadline 1e9) 0))) 1000000000 -}}
+{{- fail (printf "config.leaderElection.renewDeadline (%s) must be at least 1s below leaseDuration (%s): the leader's API writes give up within that gap, so that none lands after another replica may take the lease, and kube-apiserver may take a second for one" $le.renewDeadline $le.leaseDuration) -}}
+{{- end -}}
 {{- with $v.updateStrategy -}}
 {{- if and $c.leaderElection.enabled (eq (toString .type) "RollingUpdate") -}}
 {{- $mu := "25%" -}}{{- /* Kubernetes' default when rollingUpdate or its maxUnavailable is left out */ -}}
