@@ -99,8 +99,12 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- if or (lt $qps 0.1) (gt $qps 1000.0) -}}
 {{- fail (printf "config.requeue.qps (%v) must be between 0.1 and 1000 nudges per second" $c.requeue.qps) -}}
 {{- end -}}
-{{- if le (float64 (include "kube-extender.seconds" $c.admission.interval)) 0.0 -}}
-{{- fail (printf "config.admission.interval (%s) must be positive: it paces the admission loop, which would spin at 0" $c.admission.interval) -}}
+{{- /* kube-extender's minima (extender/config/model.py _Admission): the admission loop's pace, its resync, a hold */ -}}
+{{- range list (list "interval" 0.05 "50ms" "the least time between admission passes") (list "resync" 1.0 "1s" "how often every gated pod is evaluated again") (list "holdTimeout" 1.0 "1s" "how long an admitted pod holds its capacity before it is bound") -}}
+{{- $value := get $c.admission (index . 0) -}}
+{{- if lt (float64 (include "kube-extender.seconds" $value)) (index . 1) -}}
+{{- fail (printf "config.admission.%s (%v) must be at least %s, the least kube-extender starts with (%s)" (index . 0) $value (index . 2) (index . 3)) -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* RBAC and the ServiceAccount */ -}}
