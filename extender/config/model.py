@@ -227,8 +227,8 @@ class _Extender(_Strict):
                 seen[verb] = key
         if data.get("httpTimeout", 5.0) == 0:
             raise ValidationError("must be positive (kube-scheduler treats 0 as 5s; say 5s)", "httpTimeout")
-        if 0 < data.get("httpTimeout", 5.0) < 0.001:  # written for kube-scheduler in whole ms: 0ms, its 5s
-            raise ValidationError("must be at least 1ms (kube-scheduler is given whole milliseconds)", "httpTimeout")
+        if 0 < data.get("httpTimeout", 5.0) < 0.001:
+            raise ValidationError("must be at least 1ms", "httpTimeout")
 
 
 class _Tls(_Strict):

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
-_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_UNIT = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms": Fraction(1, 10**3),
+         "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6), "ns": Fraction(1, 10**9)}
 
 
 def parse_duration(value: Any) -> float:
-    """Go-style duration ("5s", "1m30s", "250ms") or a number of seconds."""
+    """Go-style duration ("5s", "1m30s", "250ms") or a number of seconds. A text is read exactly
+    (its parts summed as decimals) and then rounded once to the nearest float: "50000us" is the
+    same value as "50ms" and "0.05s"."""
     if isinstance(value, bool):
         raise ValueError("not a duration")
     if isinstance(value, (int, float)):
@@ -25,7 +30,13 @@ def parse_duration(value: Any) -> float:
             raise ValueError(f"{str(value)[:20]!r} is not a finite duration")
         return _within_go(seconds, value)
     if isinstance(value, str) and _DURATION.match(value.strip()):
-        return _within_go(sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value)), value)
+        try:
+            total = sum((Fraction(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value)), Fraction(0))
+        except ValueError:  # a number of more digits than Python converts (sys.get_int_max_str_digits)
+            raise ValueError(f"{value[:20]!r} is not a duration: a number of too many digits") from None
+        if total > GO_MAX_SECONDS:  # before float(), which raises OverflowError on a huge one
+            raise ValueError(f"{value[:20]!r} is longer than the longest duration Go holds (2562047h)")
+        return float(total)
     if value == "0":
         return 0.0
     raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
@@ -41,9 +52,27 @@ def _within_go(seconds: float, value: Any) -> float:
     return seconds
 
 
+_SMALLER_UNITS = (("ms", 10**3), ("us", 10**6), ("ns", 10**9))
+
+
 def format_duration(seconds: float) -> str:
-    """``seconds`` as Kubernetes writes a duration: whole seconds as ``"5s"``, else milliseconds
-    (``"2500ms"``). ``parse_duration`` reads it back to the same value (to the millisecond)."""
+    """``seconds`` as Kubernetes writes a duration: whole seconds as ``"5s"``, else in the largest
+    of ms, us and ns that holds it whole (``"2500ms"``, ``"500us"``, ``"1000000001ns"``), else as
+    decimal seconds (``"0.0000000015s"``). Exact: ``parse_duration`` reads every finite
+    non-negative value back to the same float (a negative one is written with Go's ``-``)."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"{seconds!r} is not a finite duration")
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
     if seconds == int(seconds):
         return f"{int(seconds)}s"
-    return f"{int(round(seconds * 1000))}ms"
+    exact = Fraction(seconds)  # the float's own binary value
+    for unit, per_second in _SMALLER_UNITS:
+        text = f"{round(exact * per_second)}{unit}"
+        try:
+            if parse_duration(text) == seconds:
+                return text
+        except ValueError:  # rounded up past Go's longest duration
+            continue
+    # the shortest decimal that reads back as this float (repr's), written without an exponent
+    return f"{Decimal(repr(seconds)):f}s"

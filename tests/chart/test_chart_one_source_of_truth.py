@@ -14,7 +14,7 @@ import yaml
 from chart_kit import (
     BIND_MARGIN, ENTRY_HEADER, NAMESPACE, SECOND, STANDALONE, ci, cli, cli_entry_text, container,
     expected_url, extender_config, fullname, gang_config, mode_ids, needs_helm, notes, one, pod_spec,
-    rendered, scheduler_config, seconds, values_of,
+    rendered, scheduler_config, seconds, template, values_of,
 )
 
 from extender.cli import POD_MAX_BACKOFF_SECONDS
@@ -128,6 +128,25 @@ def test_scheduler_configuration_agrees_with_the_extender_configuration(values: 
     # the extender listens where kube-scheduler calls
     assert config["server"]["host"] == v["scheduler"]["extenderListenAddress"]
     assert pod_spec(docs)["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+
+
+@needs_helm
+@pytest.mark.parametrize("timeout", ["1.5ms", "2.0005s", "1m0.5s", "90s", "0.25s"])
+def test_the_scheduler_gets_the_http_timeout_the_extender_prints(timeout: str, tmp_path: Path) -> None:
+    """kube-scheduler's entry carries httpTimeout as `kube-extender config scheduler` writes it
+    (exactly, in the largest unit that holds it whole), in both renders of the entry."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"scheduler": {"enabled": True}, "config": {
+        "extender": {"httpTimeout": timeout}, "profiles": [{"schedulerName": "gpu-scheduler"}]}}))
+    run = template(str(values))
+    assert run.returncode == 0, run.stderr
+    docs = tuple(d for d in yaml.safe_load_all(run.stdout) if d)
+    v = {"fullnameOverride": ""}
+    config = extender_config(docs, v)
+    (entry,) = scheduler_config(docs, v)["extenders"]
+    want = yaml.safe_load(cli_entry_text(config, entry["urlPrefix"], tmp_path))["extenders"][0]
+    assert entry["httpTimeout"] == want["httpTimeout"]
+    assert seconds(entry["httpTimeout"]) == seconds(timeout)
 
 
 @needs_helm

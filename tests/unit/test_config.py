@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import config_of
 
 from extender.app import create_app, plugin_registry
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import ConfigError, load_config, parse_duration
+from extender.framework.durations import GO_MAX_SECONDS, format_duration
 
 
 def test_defaults_manage_example_gpu_with_all_verbs() -> None:
@@ -170,6 +173,53 @@ def test_durations(text: Any, seconds: float) -> None:
 def test_what_is_no_duration(value: Any) -> None:
     with pytest.raises(ValueError):
         parse_duration(value)
+
+
+@pytest.mark.parametrize("given, written", [
+    ("5s", "5s"), ("1m30s", "90s"), ("2500ms", "2500ms"), ("0", "0s"),
+    ("500us", "500us"), ("500µs", "500us"), ("0.0005s", "500us"), (0.0005, "500us"),
+    ("1.5ms", "1500us"), ("1ns", "1ns"), ("1.000000001s", "1000000001ns"), ("1.5ns", "0.0000000015s"),
+    ("9ms", "9ms"), ("0.009s", "9ms"), ("0.1s0.2s", "300ms"), ("50000us", "50ms"), ("1h0.5s", "3600500ms"),
+], ids=lambda v: str(v))
+def test_a_duration_is_written_back_exactly(given: Any, written: str) -> None:
+    """/debug/config writes a duration in the largest unit that holds it whole, and reads back as
+    the same value: 500us was written "0ms" (rounded to the millisecond)."""
+    seconds = parse_duration(given)
+    assert format_duration(seconds) == written
+    assert parse_duration(written) == seconds
+
+
+def test_a_duration_is_read_exactly() -> None:
+    """A duration is the value its text says, as Go reads it, not a sum of products rounded on the
+    way: 50000us is 50ms (it read 0.049999999999999996 and fell under admission.interval's 50ms)."""
+    for a, b in [("50000us", "50ms"), ("0.009s", "9ms"), ("0.1s0.2s", "300ms"), ("1000000us", "1s"),
+                 ("1.5ms", "1500us")]:
+        assert parse_duration(a) == parse_duration(b), (a, b)
+    assert config_of(admission={"interval": "50000us"}).admission.interval == 0.05
+
+
+_PARTS = st.lists(st.tuples(st.integers(0, 10**6), st.one_of(st.none(), st.integers(0, 10**12).map(str)),
+                            st.sampled_from(["h", "m", "s", "ms", "us", "µs", "ns"])), min_size=1, max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=_PARTS)
+def test_every_duration_text_is_written_back_to_the_same_value(parts: list[tuple[int, str | None, str]]) -> None:
+    text = "".join(f"{whole}{'' if frac is None else '.' + frac}{unit}" for whole, frac, unit in parts)
+    try:
+        seconds = parse_duration(text)
+    except ValueError:  # longer than Go holds
+        return
+    assert parse_duration(format_duration(seconds)) == seconds, (text, format_duration(seconds))
+
+
+@settings(max_examples=500, deadline=None)
+@given(seconds=st.one_of(st.floats(0, GO_MAX_SECONDS), st.floats(0, 1e-3), st.integers(0, int(GO_MAX_SECONDS))))
+def test_every_duration_in_seconds_is_written_back_to_the_same_value(seconds: float) -> None:
+    value = parse_duration(seconds)
+    written = format_duration(value)
+    assert re.fullmatch(r"([0-9]+(\.[0-9]+)?(h|m|s|ms|us|ns))+", written), written  # Go's notation, no exponent
+    assert parse_duration(written) == value, written
 
 
 def test_load_config_from_file_and_unreadable(tmp_path: Path) -> None:

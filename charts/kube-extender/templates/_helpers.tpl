@@ -160,10 +160,14 @@ app.kubernetes.io/part-of: kube-extender
 {{- end -}}
 {{- end -}}
 
-{{/* Seconds as kube-extender prints httpTimeout (cli._go_duration): "5s", or "2500ms" when not whole. */}}
+{{/* Seconds as kube-extender prints httpTimeout (extender/framework/durations.py format_duration):
+     "5s", else in the largest of ms, us and ns that holds it whole ("2500ms", "1500us"). */}}
 {{- define "kube-extender.goDuration" -}}
-{{- $ms := int64 (round (mulf (float64 .) 1000.0) 0) -}}
-{{- if eq (mod $ms 1000) 0 -}}{{ div $ms 1000 }}s{{- else -}}{{ $ms }}ms{{- end -}}
+{{- $ns := int64 (round (mulf (float64 .) 1000000000.0) 0) -}}
+{{- if eq (mod $ns 1000000000) 0 -}}{{ div $ns 1000000000 }}s
+{{- else if eq (mod $ns 1000000) 0 -}}{{ div $ns 1000000 }}ms
+{{- else if eq (mod $ns 1000) 0 -}}{{ div $ns 1000 }}us
+{{- else -}}{{ $ns }}ns{{- end -}}
 {{- end -}}
 
 {{/* Seconds a Permit wait may last: httpTimeout minus the bind margin of 1s (half the timeout below 2s),
