@@ -9,8 +9,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_DURATION = re.compile(r"^(?:([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns))+$")  # ASCII digits, as Go reads
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
 _UNIT = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms": Fraction(1, 10**3),
          "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6), "ns": Fraction(1, 10**9)}
 

@@ -169,7 +169,8 @@ def test_durations(text: Any, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), True, "soon"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), True, "soon",
+                                   "\u0665s", "1\uff10ms"])  # digits Go does not read: Arabic-Indic, fullwidth
 def test_what_is_no_duration(value: Any) -> None:
     with pytest.raises(ValueError):
         parse_duration(value)

@@ -63,6 +63,9 @@ out. Included by configmap.yaml (always rendered), so `helm template`, `helm ins
 {{- if le $timeout 0.0 -}}
 {{- fail "config.extender.httpTimeout must be positive (kube-scheduler treats 0 as 5s; say 5s)" -}}
 {{- end -}}
+{{- if lt $timeout 0.001 -}}
+{{- fail (printf "config.extender.httpTimeout (%s) must be at least 1ms" $c.extender.httpTimeout) -}}
+{{- end -}}
 {{- if and $f.gang $c.extender.ignorable -}}
 {{- fail "features.gang=true needs config.extender.ignorable=false: kube-scheduler binds a pod itself when an ignorable extender's bind fails, so a group denied in Permit would be bound in part" -}}
 {{- end -}}
