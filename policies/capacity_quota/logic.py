@@ -167,7 +167,8 @@ def victims_on(pods: Iterable[PodInfo], preemptor: PodInfo, quotas: Mapping[str,
     """The victims on one node that make ``preemptor`` fit - the pods to evict, and the pods
     leaving already it counts on (``eviction.leaving`` tells them apart) -, or None when no
     allowed eviction makes room. Pods it may evict (``may_evict``) go lowest priority first (then the latest
-    started) - those whose eviction a PodDisruptionBudget refuses (``protected``) last -, each
+    started) - those whose eviction a PodDisruptionBudget refuses (``protected``: the caller
+    spends each budget's allowance over all the potential victims, most important first) last -, each
     only while its namespace stays at or above its ``min`` on every resource it holds, until
     ``fits(victims)``; then those whose return still lets it fit are spared, protected ones
     first, then the most important. A pod the namespace's ``min`` refused on the way may be

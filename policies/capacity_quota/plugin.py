@@ -321,7 +321,13 @@ class CapacityQuota:
             if node is None:
                 continue
             pods = list(node.pods.values())
-            protected = {p.uid for p in pods if not eviction.leaving(p, gone) and self.handle.pdb_violations([p])}
+            # the budgets' allowances spent over all the potential victims, most important first
+            # (as capacityscheduling's SelectVictimsOnNode, by filterPodsWithPDBViolation): two
+            # pods of a budget that allows one eviction are each fine alone, not both - the less
+            # important one is protected
+            potential = [p for p in pods if not eviction.leaving(p, gone)
+                         and logic.may_evict(p, pod, table.quotas, reclaiming)]
+            protected = self.handle.pdb_violations(sorted(potential, key=logic.importance))
             victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node, state), protected,
                                        gone)
             if victims:

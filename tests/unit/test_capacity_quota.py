@@ -378,6 +378,34 @@ def test_reclaim_evicts_a_pod_no_disruption_budget_protects_rather_than_fail_on_
     assert alive(cluster) == {"x", "p"}
 
 
+@pytest.mark.parametrize("budget", [
+    pytest.param({"spec": {"maxUnavailable": 1}}, id="allowance-from-the-spec"),
+    pytest.param({"metadata": {"generation": 1}, "spec": {"minAvailable": 1},
+                  "status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+                             "desiredHealthy": 1, "expectedPods": 2}}, id="disruptionsAllowed-1-in-the-status"),
+])
+def test_reclaim_spends_a_budgets_allowance_over_all_the_potential_victims(budget: dict[str, Any]) -> None:
+    """n1 (4 GPUs) is all a's (min 0) borrowers: g1 (5) and g2 (6), which share a budget
+    allowing one eviction, x (8) and top (1000). p (b, within its min) reclaims 2 GPUs. Judged
+    pod by pod, neither g1 nor g2 is protected and both are the victims: g2 is evicted, the
+    API server refuses g1, and p is not nominated - g2 lost for nothing. As capacityscheduling's
+    SelectVictimsOnNode (filterPodsWithPDBViolation over the potential victims, most important
+    first), g2 spends the allowance and g1 is protected: the victims are g2 and x."""
+    g1, g2 = a_running("g1", "a", 5, "n1"), a_running("g2", "a", 6, "n1")
+    for g in (g1, g2):
+        g["metadata"]["labels"] = {"app": "g"}
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "g", "namespace": "a", **budget.get("metadata", {})},
+           "spec": {**budget["spec"], "selector": {"matchLabels": {"app": "g"}}},
+           **({"status": budget["status"]} if "status" in budget else {})}
+    state, cluster = app_of([make_node("n1").alloc(gpu=4).obj()],
+                            [g1, g2, a_running("x", "a", 8, "n1"), a_running("top", "a", 1000, "n1")],
+                            [make_elastic_quota("a", min={"gpu": 0}), make_elastic_quota("b", min={"gpu": 2})], (pdb,))
+    cluster.add_pod(a_running("p", "b", gpu=2))
+    assert state.engine.filter(cluster.get_pod("b", "p"), ["n1"]).nominated == "n1"
+    assert alive(cluster) == {"g1", "top", "p"}
+
+
 def test_a_pods_own_reservation_from_the_ledger_is_not_counted_twice() -> None:
     """After a restart, p's allocation annotation holds its GPU on n1: a (max 1) uses exactly
     that GPU, for p itself."""
