@@ -1,5 +1,6 @@
-"""What the plugins that preempt share: whether a pod may preempt now, preemption's writes
-(evict the victims, nominate the pod), and the record of pods evicted that the snapshot does not
+"""What the plugins that preempt share: whether a pod may preempt now, how candidate nodes rank
+(kube-scheduler's ``pickOneNodeForPreemption``: ``preemption_rank``), preemption's writes (evict
+the victims, nominate the pod, clear the nominations it displaces), and the record of pods evicted that the snapshot does not
 show going yet (``Evictions``, one per engine: ``Handle.evictions``).
 
 The writes go through the handle's ``ClusterWriter`` and say what they did in Events, as
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.disruption import Budget
@@ -120,6 +122,34 @@ class Evictions:
 
 NO_VICTIM = -(1 << 31) - 1
 """Below every pod priority (int32): the top victim priority of a preemption that evicts nothing."""
+
+
+def started(pod: PodInfo, now: float) -> float:
+    """``status.startTime`` in seconds since the epoch; ``now`` when the pod has none (assumed,
+    or bound and not started) or it does not parse - as kube-scheduler's ``GetPodStartTime``."""
+    if not pod.start_time:
+        return now
+    try:
+        at = datetime.fromisoformat(pod.start_time.replace("Z", "+00:00"))
+    except ValueError:
+        return now
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def preemption_rank(victims: Sequence[PodInfo], pdb_violations: int, now: float) -> tuple[int, int, int, int, float]:
+    """The sort key (best first) of a candidate node evicting ``victims`` (the pods evicted now,
+    of which ``pdb_violations`` break a PodDisruptionBudget), by kube-scheduler's
+    ``pickOneNodeForPreemption``: fewest budget violations, the lowest priority of the most
+    important victim (``NO_VICTIM`` when none: a node where leaving pods alone make room comes
+    first), the lowest sum of priorities (each victim adding its priority + MaxInt32 + 1, so a
+    victim always adds), the fewest victims, then the latest ``started`` of the earliest-started
+    victim of that highest priority (``now``: wall-clock seconds, also for a node that evicts
+    nothing). The caller breaks the last tie (kube-scheduler takes the first node; the node's
+    name, for a deterministic choice)."""
+    top = max((v.priority for v in victims), default=NO_VICTIM)
+    total = sum(v.priority + (1 << 31) for v in victims)
+    earliest = min((started(v, now) for v in victims if v.priority == top), default=now)
+    return (pdb_violations, top, total, len(victims), -earliest)
 
 
 def leaving(pod: PodInfo, going: AbstractSet[str]) -> bool:

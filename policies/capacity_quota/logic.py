@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from extender.framework.elastic_quota import QuotaSpec
-from extender.framework.eviction import NO_VICTIM, leaving
+from extender.framework.eviction import leaving, preemption_rank
 from extender.framework.resources import format_milli
 from extender.framework.views import PodInfo
 
@@ -220,9 +220,11 @@ def _victims(order: Sequence[PodInfo], preemptor: PodInfo, quotas: Mapping[str, 
 
 def _cost(victims: Sequence[PodInfo], protected: AbstractSet[str],
           going: AbstractSet[str]) -> tuple[int, int, int, int]:
+    """How a set of victims on one node compares (lowest best), by the pods evicted now: the
+    fewest protected, then as ``Candidate.rank`` orders nodes - without the start-time tie-break
+    (the first set found is kept on a tie)."""
     evicted = [v for v in victims if not leaving(v, going)]
-    return (sum(v.uid in protected for v in evicted), max((v.priority for v in evicted), default=NO_VICTIM),
-            len(evicted), sum(v.priority for v in evicted))
+    return preemption_rank(evicted, sum(v.uid in protected for v in evicted), 0.0)[:4]
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,11 @@ class Candidate:
     waits: tuple[PodInfo, ...] = ()
     """Victims leaving already: counted on, not evicted."""
 
-    def rank(self) -> tuple[int, int, int, int, str]:
-        """Fewest budget violations, then the lowest most-important victim, then the fewest
-        victims, then the lowest sum of priorities, then the name - of the pods evicted now (a
-        node where leaving pods alone make room first)."""
-        return (self.pdb_violations, max((v.priority for v in self.victims), default=NO_VICTIM), len(self.victims),
-                sum(v.priority for v in self.victims), self.node)
+    def rank(self, now: float) -> tuple[int, int, int, int, float, str]:
+        """The sort key of kube-scheduler's ``pickOneNodeForPreemption``, which capacityscheduling
+        picks its node with (best first), by the pods evicted now (a node where leaving pods
+        alone make room first): ``eviction.preemption_rank`` - fewest budget violations, the
+        lowest most important victim, the lowest sum of priorities, the fewest victims, the
+        latest start of the earliest victim of that highest priority (``now``: wall-clock
+        seconds, the start of a victim that has none) -, then the name."""
+        return (*preemption_rank(self.victims, self.pdb_violations, now), self.node)

@@ -334,7 +334,8 @@ class CapacityQuota:
                 fresh = tuple(v for v in victims if not eviction.leaving(v, gone))
                 candidates.append(logic.Candidate(name, fresh, len(self.handle.pdb_violations(fresh)),
                                                   tuple(v for v in victims if eviction.leaving(v, gone))))
-        for candidate in sorted(candidates, key=logic.Candidate.rank):
+        now = self.handle.clock.now()
+        for candidate in sorted(candidates, key=lambda c: c.rank(now)):
             if self._preempt(pod, candidate, table, used):
                 return candidate.node, Status()
         what = "borrowers or lower-priority pods" if reclaiming else "lower-priority pods"

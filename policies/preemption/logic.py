@@ -20,10 +20,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import AbstractSet, Callable, Sequence
 
-from extender.framework.eviction import NO_VICTIM, leaving
+from extender.framework.eviction import leaving, preemption_rank
 from extender.framework.views import NodeInfo, PodInfo
 
 
@@ -43,26 +42,11 @@ class Candidate:
 
     def rank(self, now: float) -> tuple[int, int, int, int, float, str]:
         """The sort key of kube-scheduler's ``pickOneNodeForPreemption`` (best first), by the
-        pods evicted now: fewest budget violations, lowest most important victim, lowest sum of
-        priorities, fewest victims, latest ``started`` of the earliest victim of that highest
-        priority, then the name. ``now``: wall-clock seconds, the start of a victim that has
-        none (and of a candidate that evicts nothing)."""
-        top = max((v.priority for v in self.victims), default=NO_VICTIM)
-        total = sum(v.priority + (1 << 31) for v in self.victims)  # as kube-scheduler: each victim adds
-        earliest = min((started(v, now) for v in self.victims if v.priority == top), default=now)
-        return (self.pdb_violations, top, total, len(self.victims), -earliest, self.node)
-
-
-def started(pod: PodInfo, now: float) -> float:
-    """``status.startTime`` in seconds since the epoch; ``now`` when the pod has none (assumed,
-    or bound and not started) or it does not parse - as kube-scheduler's ``GetPodStartTime``."""
-    if not pod.start_time:
-        return now
-    try:
-        at = datetime.fromisoformat(pod.start_time.replace("Z", "+00:00"))
-    except ValueError:
-        return now
-    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
+        pods evicted now: ``eviction.preemption_rank`` (fewest budget violations, lowest most
+        important victim, lowest sum of priorities, fewest victims, latest start of the earliest
+        victim of that highest priority; ``now``: wall-clock seconds, the start of a victim that
+        has none), then the name."""
+        return (*preemption_rank(self.victims, self.pdb_violations, now), self.node)
 
 
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],

@@ -4,6 +4,7 @@ reservations and the pending pods), rebuilt by a restarted extender."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -100,6 +101,59 @@ def test_fewest_victims_the_rest_are_spared() -> None:
     victims = logic.victims_on(pods, PodInfo("u-new", "b", "new", 0, requests=gpus(2)), quotas, {"a": gpus(4)}, True,
                                room_for(0, 2))
     assert [v.name for v in victims or ()] == ["small2", "small1"]
+
+
+LOWEST = -(1 << 31)  # the lowest pod priority (int32)
+NOW = datetime.fromisoformat("2026-03-01T00:00:00+00:00").timestamp()
+
+CANDIDATE_RANKS = [
+    # id, candidates (node, budget violations, victims as (name, priority, startTime)), the node picked
+    ("fewest-budget-violations-first",
+     [("v", 1, [("v1", 0, "")]), ("w", 0, [("w1", 50, ""), ("w2", 50, "")])], "w"),
+    ("then-the-lowest-most-important-victim",
+     [("x", 0, [("x1", 50, "")]), ("y", 0, [("y1", 10, ""), ("y2", 10, "")])], "y"),
+    ("then-the-lowest-sum-of-priorities-before-the-fewest-victims",
+     [("few", 0, [("f1", 0, ""), ("f2", 0, "")]),
+      ("many", 0, [("m1", 0, ""), ("m2", LOWEST + 1, ""), ("m3", LOWEST + 1, "")])], "many"),
+    ("then-the-fewest-victims",
+     [("one", 0, [("o1", 10, "")]), ("two", 0, [("t1", 10, ""), ("t2", LOWEST, "")])], "one"),
+    ("then-the-latest-start-of-the-highest-priority-victims",
+     [("early", 0, [("e-hi", 50, "2026-01-10T00:00:00Z"), ("e-lo", 10, "2026-01-20T00:00:00Z")]),
+      ("late", 0, [("l-hi", 50, "2026-01-15T00:00:00Z"), ("l-lo", 10, "2026-01-01T00:00:00Z")])], "late"),
+    ("a-victim-without-startTime-counts-as-started-now",
+     [("started", 0, [("s1", 10, "2026-02-01T00:00:00Z")]), ("unstarted", 0, [("u1", 10, "")])], "unstarted"),
+    ("all-equal-the-name-decides",
+     [("k2", 0, [("k2v", 10, "")]), ("k1", 0, [("k1v", 10, "")])], "k1"),
+]
+
+
+@pytest.mark.parametrize("candidates, picked", [c[1:] for c in CANDIDATE_RANKS], ids=[c[0] for c in CANDIDATE_RANKS])
+def test_candidate_ranking_is_kube_schedulers(candidates: list[tuple[str, int, list[tuple[str, int, str]]]],
+                                              picked: str) -> None:
+    """capacityscheduling picks the node with kube-scheduler's pickOneNodeForPreemption: fewest
+    budget violations, the lowest highest-priority victim, the lowest sum of priorities (each
+    victim adding its priority + MaxInt32 + 1, so that a victim always adds), the fewest victims,
+    the latest earliest start of the highest-priority victims (none: started now), then the
+    name here."""
+    cands = [logic.Candidate(node, tuple(running(n, "a", 1, prio, start) for n, prio, start in victims), violations)
+             for node, violations, victims in candidates]
+    for order in (cands, cands[::-1]):
+        assert min(order, key=lambda c: c.rank(NOW)).node == picked
+
+
+def test_the_best_set_on_a_node_is_the_one_kube_scheduler_would_rank_first() -> None:
+    """a (min 2) holds l1, l2 (1 GPU each, the lowest priorities) and big (2 GPUs, priority 0,
+    started last); c holds t (1 GPU, priority 0). b's pod needs 3 GPUs. Lowest priority first:
+    l1, l2, big (a's min refuses it), t - victims l1, l2 and t. With big first, a's min refuses
+    l1 and l2: big and t. Both sets' most important victim has priority 0; three victims of
+    which two have the lowest priority sum lower (each victim adding priority + 2^31) than
+    two of priority 0, and kube-scheduler ranks the sum before the count."""
+    pods = [running("l1", "a", 1, LOWEST + 1), running("l2", "a", 1, LOWEST + 1),
+            running("big", "a", 2, 0, start="2026-02-01T00:00:00Z"), running("t", "c", 1, 0)]
+    quotas = {"a": q("a", 2), "b": q("b", 4), "c": q("c", 0)}
+    victims = logic.victims_on(pods, PodInfo("u-new", "b", "new", 0, requests=gpus(3)), quotas,
+                               {"a": gpus(4), "c": gpus(1)}, True, room_for(0, 3))
+    assert sorted(v.name for v in victims or ()) == ["l1", "l2", "t"]
 
 
 MAY_EVICT = [
