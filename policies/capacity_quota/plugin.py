@@ -19,8 +19,10 @@ namespace. The rules are ``logic``'s; this module feeds them what the engine hol
   the node - preemption victims - no longer count): over ``max``, or borrowing more than the
   others leave unused, is Unschedulable with the numbers.
 * **PostFilter**: preemption that honours the quotas (``logic.victims_on``): a pod within its
-  ``min`` reclaims from borrowers; victims are evicted with their grace period, Events on both
-  sides, and the pod is nominated to the node (the engine then holds the room for it). The
+  ``min`` reclaims from borrowers; victims are evicted with their grace period (one waiting in
+  Permit is rejected there in this plugin's name), Events on both sides, the pod is nominated
+  to the node (the engine then holds the room for it) and the nominations of lower-priority
+  pods to that node are cleared (they try elsewhere), as kube-scheduler's preemption does. The
   admitter runs it for a gated pod no node has room for, so reclaim works at the gate too.
 * **Preempt verb**: kube-scheduler's own victims are kept only as far as the quotas allow.
 """
@@ -400,13 +402,14 @@ class CapacityQuota:
                  used: Mapping[str, Mapping[str, int]]) -> bool:
         fresh, waits = candidate.victims, candidate.waits
         if fresh and not eviction.evict(self.handle, pod, candidate.node, fresh,
-                                        lambda victim: self._why(victim, pod, table, used)):
+                                        lambda victim: self._why(victim, pod, table, used), plugin=NAME):
             return False  # nothing lost: try the next node
         borrowers = [v.key for v in fresh if v.namespace != pod.namespace and v.namespace in table.quotas]
         message = f"{eviction.account(fresh, waits, 'pod(s)')} on node {candidate.node}; nominated there"
         if borrowers:
             message += f"; reclaimed namespace {pod.namespace}'s guaranteed quota from borrowers {', '.join(borrowers)}"
         eviction.nominate(self.handle.writer, pod, candidate.node, message)
+        eviction.clear_lower_nominations(self.handle, pod, candidate.node)
         log.info("preempted", extra={"pod": pod.key, "node": candidate.node, "reclaimed_from": borrowers,
                                      "victims": [v.key for v in fresh], "leaving": [v.key for v in waits]})
         return True

@@ -4,19 +4,23 @@ reservations and the pending pods), rebuilt by a restarted extender."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from typing import Any
 
 import pytest
 from builders import GPU, cluster_objects, make_elastic_quota, make_node, make_pod
 from conftest import config_of
+from fakes import fake, spec_of
 
 from extender.app import create_app
 from extender.cluster.memory import MemoryCluster
 from extender.config.model import ConfigError
 from extender.framework.clock import FakeClock
 from extender.framework.elastic_quota import QuotaSpec
+from extender.framework.status import Status
 from extender.framework.views import PodInfo
+from extender.runtime.registry import Registry
 from policies.capacity_quota import logic
 
 G = 1000  # one GPU in milli-units
@@ -370,10 +374,12 @@ def a_running(name: str, ns: str, priority: int = 0, node: str = "", **asks: Any
 
 def app_of(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], quotas: list[dict[str, Any]],
            pdbs: tuple[dict[str, Any], ...] = (), cluster_type: type[MemoryCluster] = MemoryCluster,
-           clock: FakeClock | None = None, **config: Any) -> tuple[Any, MemoryCluster]:
+           clock: FakeClock | None = None, registry: Registry | None = None,
+           **config: Any) -> tuple[Any, MemoryCluster]:
     cluster = cluster_type({**cluster_objects(nodes, pods), "ElasticQuota": quotas, "PodDisruptionBudget": list(pdbs)})
     config.setdefault("profiles", profiles("CapacityQuota"))
-    app = create_app(config_of(**config), source=cluster, clock=clock or FakeClock(), background=False)
+    app = create_app(config_of(**config), source=cluster, clock=clock or FakeClock(), background=False,
+                     registry=registry)
     return app.extensions["kube_extender"], cluster
 
 
@@ -458,6 +464,75 @@ def test_reclaim_spends_a_budgets_allowance_over_all_the_potential_victims(budge
     cluster.add_pod(a_running("p", "b", gpu=2))
     assert state.engine.filter(cluster.get_pod("b", "p"), ["n1"]).nominated == "n1"
     assert alive(cluster) == {"g1", "top", "p"}
+
+
+@pytest.mark.parametrize("nominee_priority, nominee_node, cleared", [
+    pytest.param(50, "n1", True, id="lower-priority-nominee-on-the-chosen-node-is-cleared"),
+    pytest.param(1000, "n1", False, id="higher-priority-nominee-keeps-its-nomination"),
+    pytest.param(100, "n1", False, id="equal-priority-nominee-keeps-its-nomination"),
+    pytest.param(50, "n2", False, id="nominee-on-another-node-keeps-its-nomination"),
+])
+def test_reclaiming_clears_the_nominations_of_lower_priority_pods_on_the_node(nominee_priority: int, nominee_node: str,
+                                                                               cleared: bool) -> None:
+    """n1 (4 GPUs) is all a's (min 0) borrowers; nominee (c, no quota, 1 GPU) is nominated to a
+    node - by an earlier preemption, say - when p (b, within its min, priority 100) reclaims on
+    n1. As kube-scheduler's prepareCandidate (getLowerPriorityNominatedPods), which
+    capacityscheduling's preemption runs, the nominations to n1 of pods of lower priority than
+    p are cleared: the room is p's now, and they go back to find room elsewhere. Others keep
+    theirs."""
+    nominee = a_running("nominee", "c", nominee_priority)
+    nominee["status"]["nominatedNodeName"] = nominee_node
+    state, cluster = app_of([make_node("n1").alloc(gpu=4).obj(), make_node("n2").alloc(gpu=1).obj()],
+                            [*(a_running(f"x{i}", "a", i, "n1") for i in range(1, 5)), nominee],
+                            [make_elastic_quota("a", min={"gpu": 0}), make_elastic_quota("b", min={"gpu": 4})])
+    cluster.add_pod(a_running("p", "b", 100, gpu=2))
+    assert state.engine.filter(cluster.get_pod("b", "p"), ["n1"]).nominated == "n1"
+    assert cluster.get_pod("c", "nominee")["status"].get("nominatedNodeName") == (None if cleared else nominee_node)
+    held = {p.name for _, p in state.engine.handle.nominations()}
+    assert ("nominee" in held) is not cleared and "p" in held
+    events = [(e["object"], e["reason"]) for e in cluster.events]
+    assert (("c/nominee", "NominationCleared") in events) is cleared
+
+
+def test_a_victim_waiting_in_permit_is_rejected_there_in_capacity_quotas_name() -> None:
+    """w (a, min 0: a borrower, the lowest priority) is assumed on n1 and waits in Permit (a
+    Gate plugin) when p (b, within its min) reclaims its room. As kube-scheduler's
+    prepareCandidate does for a waiting pod, w is rejected in Permit, not evicted - and in the
+    name of the plugin that preempted, which its failed bind reports."""
+    journal: list[Any] = []
+    entered = threading.Event()
+
+    def permit() -> tuple[Status, float]:
+        entered.set()
+        return Status.wait(), 30.0
+
+    gate = fake("Gate", {"reserve", "permit"}, journal, permit=permit)
+    plugins = [{"schedulerName": "default-scheduler", "plugins": {
+        "multiPoint": {"enabled": [{"name": "CapacityQuota"}]}, "reserve": {"enabled": [{"name": "Gate"}]},
+        "permit": {"enabled": [{"name": "Gate"}]}}}]
+    state, cluster = app_of([make_node("n1").alloc(gpu=4).obj()],
+                            [a_running("x1", "a", 10, "n1"), a_running("x2", "a", 10, "n1"), a_running("w", "a", 0, gpu=2)],
+                            [make_elastic_quota("a", min={"gpu": 0}), make_elastic_quota("b", min={"gpu": 4})],
+                            registry=Registry([spec_of(gate)]), profiles=plugins)
+    evicted: list[str] = []
+    real_evict = cluster.evict
+
+    def evict(namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        evicted.append(name)
+        real_evict(namespace, name, uid, grace)
+
+    cluster.evict = evict  # type: ignore[method-assign]
+    result: list[str] = []
+    binding = threading.Thread(target=lambda: result.append(state.engine.bind("a", "w", "u-w", "n1")))
+    binding.start()
+    assert entered.wait(5)
+    cluster.add_pod(a_running("p", "b", gpu=2))
+    outcome = state.engine.filter(cluster.get_pod("b", "p"), ["n1"])
+    binding.join(5)
+    assert (outcome.nominated, evicted) == ("n1", [])
+    assert len(result) == 1 and "CapacityQuota: preempted by pod b/p" in result[0], result
+    assert ("Gate", "unreserve", "n1") in journal
+    assert "w" in alive(cluster) and cluster.get_pod("a", "w")["spec"].get("nodeName") is None
 
 
 def test_a_pods_own_reservation_from_the_ledger_is_not_counted_twice() -> None:
