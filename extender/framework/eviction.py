@@ -1,7 +1,8 @@
 """What the plugins that preempt share: whether a pod may preempt now, how candidate nodes rank
 (kube-scheduler's ``pickOneNodeForPreemption``: ``preemption_rank``), preemption's writes (evict
-the victims, nominate the pod, clear the nominations it displaces), and the record of pods evicted that the snapshot does not
-show going yet (``Evictions``, one per engine: ``Handle.evictions``).
+the victims, nominate the pod, clear the nominations it displaces), and the record of pods
+evicted that the snapshot does not show going yet (``Evictions``, one per engine:
+``Handle.evictions``).
 
 The writes go through the handle's ``ClusterWriter`` and say what they did in Events, as
 kube-scheduler does: ``Preempted`` on each victim (naming the preemptor), ``Preempting`` on the

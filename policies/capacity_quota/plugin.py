@@ -330,8 +330,8 @@ class CapacityQuota:
             potential = [p for p in pods if not eviction.leaving(p, gone)
                          and logic.may_evict(p, pod, table.quotas, reclaiming)]
             protected = self.handle.pdb_violations(sorted(potential, key=logic.importance))
-            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node, state), protected,
-                                       gone)
+            victims = logic.victims_on(pods, pod, table.quotas, used, reclaiming, self._fitting(pod, node, state),
+                                       protected, gone)
             if victims:
                 fresh = tuple(v for v in victims if not eviction.leaving(v, gone))
                 candidates.append(logic.Candidate(name, fresh, len(self.handle.pdb_violations(fresh)),
