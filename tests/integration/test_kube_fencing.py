@@ -183,3 +183,20 @@ def test_a_standby_whose_lease_read_was_slow_does_not_lead_while_the_holder_stil
     cb.advance(1.5)
     b.try_acquire_or_renew()
     assert not (a.is_leader() and b.is_leader()), "A and B both pass their write fences"
+
+
+@pytest.mark.parametrize("lease_duration, renew_deadline", [(2.5, 1.5), (2.4, 1.4), (3.0, 2.0)])
+def test_a_standby_waits_a_fractional_lease_duration_out_whole(api: FakeApiServer, lease_duration: float,
+                                                              renew_deadline: float) -> None:
+    """The holder may start a write until renewDeadline after its renewal and each write is given
+    the gap to leaseDuration: a standby must not lead before leaseDuration. The Lease carries
+    whole seconds and a standby waits what it says: 2.5 s written as 2 let B lead 0.5 s early."""
+    ca, cb = FakeClock(), FakeClock()
+    a, b = (LeaderElector(KubeClient(api.api_client()), name="kube-extender", namespace="default", identity=who,
+                          lease_duration=lease_duration, renew_deadline=renew_deadline, retry_period=0.25, clock=clock)
+            for who, clock in (("a", ca), ("b", cb)))
+    assert a.try_acquire_or_renew() and a.is_leader()
+    assert not b.try_acquire_or_renew()  # it observes A's renewal
+    ca.advance(lease_duration - 0.05)  # A's last write, started at renewDeadline, may still land now
+    cb.advance(lease_duration - 0.05)
+    assert not b.try_acquire_or_renew(), api.get("Lease", "default", "kube-extender")["spec"]

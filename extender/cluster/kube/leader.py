@@ -23,6 +23,7 @@ carrying the resourceVersion read; 409 means someone else wrote first, so we los
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import uuid
@@ -144,7 +145,10 @@ class LeaderElector:
                     log.exception("leadership callback failed")
 
     def _spec(self, now_wall: float, transitions: int, acquire: str | None) -> dict[str, Any]:
-        return {"holderIdentity": self.identity, "leaseDurationSeconds": int(round(self.lease_duration)),
+        """The Lease's spec this holder writes. ``leaseDurationSeconds`` is whole seconds, rounded
+        up: a standby waits what it says, and this holder's writes may land until leaseDuration
+        after its renewal (client-go truncates; 2.5 s written as 2 let a standby lead early)."""
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.lease_duration),
                 "acquireTime": acquire or _micro_time(now_wall), "renewTime": _micro_time(now_wall),
                 "leaseTransitions": transitions}
 
