@@ -9,14 +9,18 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-_DURATION = re.compile(r"^(?:([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns))+$")  # ASCII digits, as Go reads
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"  # ASCII digits, on either side of the point, as Go reads
+_UNITS = r"(h|ms|m|s|us|\u00b5s|\u03bcs|ns)"  # micro sign and Greek mu, as Go's unitMap
+_DURATION = re.compile(rf"^\+?(?:{_NUMBER}{_UNITS})+$")
+_DURATION_PART = re.compile(rf"({_NUMBER}){_UNITS}")
 _UNIT = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms": Fraction(1, 10**3),
-         "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6), "ns": Fraction(1, 10**9)}
+         "us": Fraction(1, 10**6), "\u00b5s": Fraction(1, 10**6), "\u03bcs": Fraction(1, 10**6),
+         "ns": Fraction(1, 10**9)}
 
 
 def parse_duration(value: Any) -> float:
-    """Go-style duration ("5s", "1m30s", "250ms") or a number of seconds. A text is read exactly
+    """Go-style duration ("5s", "1m30s", "250ms", ".5s", "+1s"; no negative one) or a number of
+    seconds. A text is read exactly
     (its parts summed as decimals) and then rounded once to the nearest float: "50000us" is the
     same value as "50ms" and "0.05s"."""
     if isinstance(value, bool):
@@ -37,8 +41,11 @@ def parse_duration(value: Any) -> float:
         if total > GO_MAX_SECONDS:  # before float(), which raises OverflowError on a huge one
             raise ValueError(f"{value[:20]!r} is longer than the longest duration Go holds (2562047h)")
         return float(total)
-    if value == "0":
+    if isinstance(value, str) and value.strip() in ("0", "+0", "-0"):
         return 0.0
+    if isinstance(value, str) and value.strip()[:1] == "-" and value.strip()[1:2] != "+" \
+            and _DURATION.match(value.strip()[1:]):
+        raise ValueError(f"{value[:20]!r} is negative")
     raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
 
 

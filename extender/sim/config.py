@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from extender.framework.durations import parse_duration
 from extender.framework.resources import names_requested
 
 DEFAULT_EXTENDER_TIMEOUT = 5.0
@@ -51,9 +52,6 @@ VERSIONS = ("1.29", "1.30")
 
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
-_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 class SimConfigError(ValueError):
@@ -67,20 +65,13 @@ class SimConfigError(ValueError):
 
 
 def parse_go_duration(value: Any) -> float:
-    """``metav1.Duration`` text ("5s", "1m30s", "250ms") or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text in ("0", ""):
-            return 0.0
-        sign = -1.0 if text.startswith("-") else 1.0
-        text = text.lstrip("+-")
-        if _DURATION.match(text):
-            return sign * sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
-    raise ValueError(f"{value!r} is not a duration (e.g. 5s, 1m30s, 250ms)")
+    """``metav1.Duration`` text ("5s", "1m30s", "250ms", "-1s") or a number of seconds, read as
+    ``parse_duration`` reads it, a negative one too (kube-scheduler's validation judges it)."""
+    if isinstance(value, str) and value.strip() in ("", "0"):
+        return 0.0
+    if isinstance(value, str) and value.strip().startswith("-") and value.strip()[1:2] != "+":
+        return -parse_duration(value.strip()[1:])
+    return parse_duration(value)
 
 
 def extended_resource_name_problem(name: str) -> str | None:

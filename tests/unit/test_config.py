@@ -164,13 +164,16 @@ def test_plugin_problems_are_config_errors_at_app_build(profile: dict, path: str
     assert path in [p for p, _ in err.value.problems], err.value.problems
 
 
-@pytest.mark.parametrize("text, seconds", [("5s", 5), ("1m30s", 90), ("250ms", 0.25), (3, 3), ("0", 0)])
+@pytest.mark.parametrize("text, seconds", [
+    ("5s", 5), ("1m30s", 90), ("250ms", 0.25), (3, 3), ("0", 0),
+    # what Go's time.ParseDuration reads besides: the Greek mu, digits on one side of the point, a plus
+    ("500\u03bcs", 0.0005), ("500\u00b5s", 0.0005), (".5s", 0.5), ("1.s", 1), ("+1s", 1), ("+0", 0)])
 def test_durations(text: Any, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), True, "soon",
-                                   "\u0665s", "1\uff10ms"])  # digits Go does not read: Arabic-Indic, fullwidth
+                                   "\u0665s", "1\uff10ms", ".s", "-+1s", "1", "-1s", ""])  # digits Go does not read: Arabic-Indic, fullwidth
 def test_what_is_no_duration(value: Any) -> None:
     with pytest.raises(ValueError):
         parse_duration(value)

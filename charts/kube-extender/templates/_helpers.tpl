@@ -147,13 +147,13 @@ app.kubernetes.io/part-of: kube-extender
 {{- $s := toString . -}}
 {{- if eq $s "0" -}}0
 {{- else -}}
-{{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(h|ms|m|s|us|µs|ns))+$" $s) -}}
+{{- if not (regexMatch "^\\+?(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(h|ms|m|s|us|µs|μs|ns))+$" $s) -}}
 {{- fail (printf "%q is not a duration (e.g. 5s, 1m30s, 250ms)" $s) -}}
 {{- end -}}
-{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ns" 0.000000001 -}}
 {{- $total := 0.0 -}}
-{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(h|ms|m|s|us|µs|ns)" $s -1 -}}
-{{- $unit := regexFind "(h|ms|m|s|us|µs|ns)$" . -}}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(h|ms|m|s|us|µs|μs|ns)" $s -1 -}}
+{{- $unit := regexFind "(h|ms|m|s|us|µs|μs|ns)$" . -}}
 {{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $units $unit)) -}}
 {{- end -}}
 {{- $total -}}
