@@ -201,8 +201,9 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     (``handle.waiting_pods``: assumed, not bound) is rejected there in the name of ``plugin``
     instead - its bind fails, Unreserve runs, its reservation is freed -, as kube-scheduler's
     preemption rejects a waiting pod rather than deleting it; it is added to
-    ``handle.evictions`` too (going until the snapshot no longer shows it on the node), never
-    refused, so it comes after the covered pods. Stops at the first refusal and returns how
+    ``handle.evictions`` too (going until its failed bind forgets it), never refused, so it comes
+    after the covered pods. One allowed already (the reject does not take: it is being bound) is
+    evicted like the others. Stops at the first refusal and returns how
     many were evicted or rejected: 0 means nothing was lost and another node may be tried;
     more means pods are gone here already."""
     writer = handle.writer
@@ -213,9 +214,12 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
         in_permit = waiting.get(victim.uid)
         if in_permit is not None:
             handle.evictions.add((victim,), budgeted=False)
-            in_permit.reject(plugin, f"preempted by pod {preemptor.key} (priority {preemptor.priority})")
-            log.info("rejected in Permit", extra={"pod": preemptor.key, "victim": victim.key, "node": node})
-        else:
+            if in_permit.reject(plugin, f"preempted by pod {preemptor.key} (priority {preemptor.priority})"):
+                log.info("rejected in Permit", extra={"pod": preemptor.key, "victim": victim.key, "node": node})
+            else:  # allowed meanwhile, on its way to be bound: evicted as a bound pod is
+                handle.evictions.discard(victim.uid)
+                in_permit = None
+        if in_permit is None:
             grace = (victim.raw.get("spec") or {}).get("terminationGracePeriodSeconds")
             handle.evictions.add((victim,))  # first: from the API server's answer on, others must see it going
             try:

@@ -95,7 +95,10 @@ class WaitingPodView(Protocol):
 
     def allow(self, plugin: str) -> None: ...
 
-    def reject(self, plugin: str, message: str) -> None: ...
+    def reject(self, plugin: str, message: str) -> bool:
+        """End the wait rejected (its bind fails, Unreserve runs). False when every plugin had
+        allowed it already: the reject did not take and the pod goes on to bind."""
+        ...
 
 
 class WaitingPodsView(Protocol):

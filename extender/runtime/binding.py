@@ -203,6 +203,9 @@ class BindingCycle(VerbContext):
             if not st.ok:
                 fw.run_unreserve(state, pod, node)
                 self.cache.forget(pod.uid)
+                # a victim rejected in Permit is recorded going (``eviction.evict``); it is on no
+                # node now, and kept going it would count as leaving wherever it binds next
+                self.handle.evictions.discard(pod.uid)
                 return f"{phase} failed for pod {key} on {node}: {by_plugin(st)}"
         return ""
 

@@ -67,11 +67,14 @@ class WaitingPod:
                 self._status = Status()
                 self._done.set()
 
-    def reject(self, plugin: str, message: str) -> None:
+    def reject(self, plugin: str, message: str) -> bool:
+        """Reject the pod unless it is decided already. True when it ends rejected (by this call,
+        an earlier reject or a timeout); False when it was allowed already - it goes on to bind."""
         with self._lock:
             if self._status is None:
                 self._status = Status(Code.UNSCHEDULABLE, (message,), plugin=plugin)
                 self._done.set()
+            return not self._status.ok
 
     def wait(self, budget: float) -> Status:
         """Block until allowed, rejected, the earliest deadline of the plugins still pending, or

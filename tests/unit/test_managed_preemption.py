@@ -624,3 +624,89 @@ def test_debug_queue_shows_nominated_and_gated_pods() -> None:
     assert [(n["pod"], n["node"]) for n in state["nominated"]] == [("default/hi", "a")]
     assert [(g["pod"], g["gates"]) for g in state["gated"]] == [("default/gated", ["kube-extender.io/admission"])]
     assert state["waitingInPermit"] == []
+
+
+def test_a_victim_allowed_in_permit_before_the_reject_is_evicted_instead() -> None:
+    """w waits in Permit on a and is allowed (a Gang quorum, say) just before hi preempts: its
+    bind thread has woken but not yet left the waiting room, so a reject no longer takes. Such a
+    victim is evicted instead (it is about to be bound); it was counted as rejected - a
+    Preempted Event, recorded going - and, bound and running, held hi back for ever."""
+    entered = threading.Event()
+    gate = fake("Gate", {"reserve", "permit"}, [], permit=lambda: (entered.set(), (Status.wait(), 30.0))[1])
+    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
+                            registry=Registry([spec_of(gate)]))
+    room = engine.handle.waiting_pods
+    woke, leave = threading.Event(), threading.Event()
+    real_remove = room.remove
+
+    def remove(uid: str) -> None:  # the bind thread, woken by allow(), is descheduled before it leaves
+        if uid == "u-w":
+            woke.set()
+            leave.wait(5)
+        real_remove(uid)
+
+    room.remove = remove
+    result: list[str] = []
+    binding = threading.Thread(target=lambda: result.append(engine.bind("default", "w", "u-w", "a")))
+    binding.start()
+    assert entered.wait(5)
+    room.get("u-w").allow("Gate")  # e.g. the group reached its quorum
+    assert woke.wait(5)
+    first = filter_on(engine, cluster, pending("hi", 2, 100), ["a"])
+    leave.set()
+    binding.join(5)
+    assert len(result) == 1, "the bind ended (bound then evicted, or failed: w was deleted first)"
+    preempted = ("default/w", "Preempted") in [(e["object"], e["reason"]) for e in cluster.events]
+    again = engine.filter(cluster.get_pod("default", "hi"), ["a"])
+    going = engine.handle.evictions.going(engine.cache.snapshot())
+    assert first.nominated == "a" and preempted
+    assert cluster.get_pod("default", "w") is None or cluster.get_pod("default", "w")["metadata"].get(
+        "deletionTimestamp"), "the reject did not take: w is evicted instead"
+    assert again.nominated == "a" or again.feasible == ["a"], f"hi is held back for ever (going: {sorted(going)})"
+
+
+def test_a_victim_rejected_in_permit_that_binds_again_is_no_leaving_pod() -> None:
+    """w (priority 10) waits in Permit on a when hi (100) preempts there: w is rejected (not
+    deleted: its UID lives on, it is pending again) and recorded in Evictions as going. hi is then
+    deleted before it binds, and w - retried by kube-scheduler - binds to a again (nothing asked
+    Evictions.going in between: no PDB, no other preemption). Evictions only forgets a pod the
+    snapshot shows deleting or gone from its node, so w, bound and running on a, stays "leaving":
+    hi2 (100), which needs w's room, is merely nominated to wait for w (Candidate.waits, nothing
+    evicted) and from then on is held back ("waiting for earlier victims to terminate") for as
+    long as w runs."""
+    entered = threading.Event()
+    calls = []
+
+    def permit() -> tuple[Status, float]:
+        calls.append(1)
+        if len(calls) == 1:
+            entered.set()
+            return Status.wait(), 30.0
+        return Status(), 0.0
+
+    gate = fake("Gate", {"reserve", "permit"}, [], permit=permit)
+    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
+                            registry=Registry([spec_of(gate)]))
+    result: list[str] = []
+    binding = threading.Thread(target=lambda: result.append(engine.bind("default", "w", "u-w", "a")))
+    binding.start()
+    assert entered.wait(5)
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a"]).nominated == "a"
+    binding.join(5)
+    assert result and result[0].startswith("permit failed"), result
+    cluster.delete_pod("default", "hi")  # the preemptor goes away before it binds
+    assert engine.filter(cluster.get_pod("default", "w"), ["a"]).feasible == ["a"]
+    assert engine.bind("default", "w", "u-w", "a") == ""  # w is back, bound and running on a
+    evicted_before = {p["metadata"]["name"] for p in cluster.pods()}
+    outcome = filter_on(engine, cluster, pending("hi2", 2, 100), ["a"])
+    evicted = evicted_before - {p["metadata"]["name"] for p in cluster.pods()}
+    again = engine.filter(cluster.get_pod("default", "hi2"), ["a"])
+    assert evicted == {"w"}, (f"w (bound, running on a) is taken for a pod leaving: hi2 nominated={outcome.nominated} "
+                              f"evicting nothing; hi2's retry nominated={again.nominated} (held back), going="
+                              f"{sorted(engine.handle.evictions.going(engine.cache.snapshot()))}")
