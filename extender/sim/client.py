@@ -15,7 +15,8 @@
   non-cache mode: the returned Node objects are trusted (§3.4, §3.6), and are what later
   extenders' filter and prioritize are sent (``extender.sim.placement``).
 * Preempt replies are converted like ``convertToVictims`` (§6.2): unknown node or a UID that is
-  not on that node is an error; a ``null`` MetaVictims counts as zero victims.
+  not on that node is an error; a ``null`` MetaVictims, or a ``null`` MetaPod on a node with
+  pods, is a nil pointer Go dereferences: kube-scheduler panics (:class:`SchedulerPanic`).
 
 Transports decide how a request travels: :class:`HTTPTransport` (sockets), :class:`AppTransport`
 (a Flask app's test client, in-process) and :class:`CallableTransport` (a Python function, for
@@ -54,6 +55,16 @@ class TransportError(Exception):
 class ExtenderError(Exception):
     """Any failure of one verb call, as HTTPExtender returns it: transport, non-200, decode,
     ``Error`` field, names outside the input, bad victims."""
+
+
+NIL_DEREFERENCE = "runtime error: invalid memory address or nil pointer dereference"
+
+
+class SchedulerPanic(Exception):
+    """Where kube-scheduler's Go code panics on what an extender replied (a nil pointer it
+    dereferences): no error any caller handles - nor ``ignorable`` - but the end of the
+    scheduler process, which its Deployment then restarts. The message starts with Go's
+    runtime error and says which reply caused it."""
 
 
 @dataclass
@@ -613,15 +624,27 @@ class HTTPExtender:
             pods = pods_on_node(node_name)
             if pods is None:
                 raise self._fail(sample, f'nodeinfo not found for node name "{node_name}"')
+            if mv is None:  # convertToVictims reads metaVictims.NumPDBViolations
+                raise self._panic(sample, f'extender {self.name} replied a null MetaVictims for node "{node_name}"')
             found: list[Mapping[str, Any]] = []
-            for uid in (mv.pods or []) if mv is not None else []:
-                pod_obj = pods.get(uid)
-                if pod_obj is None:
-                    raise self._fail(sample, f"extender: {self.name} claims to preempt pod (UID: {uid}) on node: "
-                                             f"{node_name}, but the pod is not found on that node")
-                found.append(pod_obj)
-            out[node_name] = Victims(found, mv.num_pdb_violations if mv is not None else 0)
+            for uid in mv.pods or []:
+                pod_obj = None if uid is None else pods.get(uid)
+                if pod_obj is not None:
+                    found.append(pod_obj)
+                    continue
+                if uid is None and pods:  # convertPodUIDToPod compares metaPod.UID with each pod's
+                    raise self._panic(sample, f'extender {self.name} replied a null MetaPod for node "{node_name}"')
+                meta_pod = "<nil>" if uid is None else "&{" + uid + "}"  # %v of a *MetaPod
+                raise self._fail(sample, f"extender: {self.name} claims to preempt pod (UID: {meta_pod}) on node: "
+                                         f"{node_name}, but the pod is not found on that node")
+            out[node_name] = Victims(found, mv.num_pdb_violations)
         return out
+
+    @staticmethod
+    def _panic(sample: CallSample, what: str) -> SchedulerPanic:
+        error = f"{NIL_DEREFERENCE} ({what})"
+        sample.ok, sample.error = False, error
+        return SchedulerPanic(error)
 
 
 def build_extenders(specs: Iterable[ExtenderSpec], stats: CallStats | None = None) -> list[HTTPExtender]:

@@ -275,9 +275,10 @@ class HostPriority:
 
 @dataclass
 class MetaVictims:
-    """``*MetaVictims``; ``pods`` holds the UIDs (None when ``Pods`` was null)."""
+    """``*MetaVictims``; ``pods`` holds the UIDs (None when ``Pods`` was null; an element is
+    None where the list held a null ``*MetaPod``)."""
 
-    pods: list[str] | None = None
+    pods: list[str | None] | None = None
     num_pdb_violations: int = 0
 
 
@@ -366,12 +367,15 @@ def decode_host_priorities(body: bytes) -> tuple[list[str], list[int]] | None:
     return [hp.host for hp in decoded], [hp.score for hp in decoded]
 
 
-def _meta_pod(value: Any, where: str) -> str:
+def _meta_pod(value: Any, where: str) -> str | None:
+    """A ``*MetaPod``'s UID; None for a null one (a nil pointer, not a MetaPod with no UID)."""
+    if value is None:
+        return None
     data = _struct(value, "v1.MetaPod", {"UID": _string}, where)
     return "" if data is None else data.get("UID", "")
 
 
-def _meta_pods(value: Any, where: str) -> list[str] | None:
+def _meta_pods(value: Any, where: str) -> list[str | None] | None:
     if value is None:
         return None
     if not isinstance(value, list):

@@ -96,7 +96,7 @@ class CycleRecord:
     pod: str
     attempt: int
     time: float
-    outcome: str  # "scheduled", "unschedulable", "error", "skipped"
+    outcome: str  # "scheduled", "unschedulable", "error", "skipped", "crashed" (the run ends)
     node: str = ""
     feasible: list[str] = field(default_factory=list)
     evaluated: int = 0

@@ -53,7 +53,10 @@ scheduler reads pods back only through ``get_pod`` and writes only through the
 **A run ends** when nothing can change any more: no active pod, no binding in flight, no
 pending workload action, and every waiting pod has been tried against the current cluster
 state and did not fail with an error (``stop_when_settled``; this assumes an extender's answers
-depend on the cluster only); at the latest ``max_virtual_seconds`` after the last action.
+depend on the cluster only); at the latest ``max_virtual_seconds`` after the last action; or
+at once when kube-scheduler would crash - a reply in which it dereferences a nil pointer
+(:class:`~extender.sim.client.SchedulerPanic`): ``RunSummary.reason`` then starts with
+``crashed:`` and the last cycle's outcome is ``crashed``.
 ``run(until_stopped=True)`` (real time only) instead keeps waiting for the cluster's changes
 until another thread calls :meth:`Scheduler.stop`.
 """
@@ -77,7 +80,7 @@ from extender.framework.status import Code
 from extender.sim import queue as q
 from extender.sim.binders import Binders
 from extender.sim.cache import PodRecord, SchedulerCache, Snapshot, TERMINAL_PHASES, pod_uid
-from extender.sim.client import CallStats, ExtenderError, HTTPExtender
+from extender.sim.client import CallStats, ExtenderError, HTTPExtender, SchedulerPanic
 from extender.sim.clocks import RealClock, VirtualClock, iso
 from extender.sim.config import SchedulerConfig
 from extender.sim.filters import admits
@@ -454,7 +457,12 @@ class Scheduler(Placement):
                 continue
             if qp is not None:
                 binding_wait = None
-                self._schedule_one(qp)
+                try:
+                    self._schedule_one(qp)
+                except SchedulerPanic as exc:
+                    self._crashed(qp, now, str(exc))
+                    reason = f"crashed: panic: {exc}"
+                    break
                 cycles += 1
                 if progress and ((progress_every and cycles % progress_every == 0) or
                                  (progress_seconds and time.perf_counter() - last_report >= progress_seconds)):
@@ -571,6 +579,17 @@ class Scheduler(Placement):
             self.queue.binding(qp)
             self._binding += 1
         self._binders.start(f"bind-{pod.key}", self._binding_cycle, qp, pod, host)
+
+    def _crashed(self, qp: q.QueuedPod, now: float, message: str) -> None:
+        """The cycle of ``qp`` made kube-scheduler panic (:class:`SchedulerPanic`): the process
+        ends there, before the cycle records any outcome - so the run ends too (a restarted
+        scheduler would pop the same pod and meet the same reply). Binding cycles in flight
+        finish on their threads; the pod stays pending, its trace saying why."""
+        self._append_cycle(CycleRecord(qp.record.key, qp.attempts, now, "crashed", message=message))
+        with self._cond:
+            trace = self.traces.get(qp.uid)
+            if trace is not None:
+                trace.message = f"kube-scheduler crashed: panic: {message}"
 
     def _nominated_records(self) -> dict[str, list[PodRecord]]:
         return {node: [x.record for x in pods] for node, pods in self.queue.nominated_nodes().items()}

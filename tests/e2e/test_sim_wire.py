@@ -22,8 +22,8 @@ from simkit import HttpExtenderServer, OurServer, WireRequest, gzip_reply, sched
 from extender.api import schemas, wire
 from extender.cluster.memory import MemoryCluster
 from extender.sim import gojson
-from extender.sim.client import (CallableTransport, ExtenderError, HTTPExtender, HTTPTransport, RawResponse, Victims,
-                                 go_errorf)
+from extender.sim.client import (CallableTransport, ExtenderError, HTTPExtender, HTTPTransport, RawResponse,
+                                 SchedulerPanic, Victims, go_errorf)
 from extender.sim.config import ExtenderSpec
 
 GOLDEN = Path(__file__).resolve().parents[1] / "payloads" / "kube-scheduler-v1.36"
@@ -297,8 +297,12 @@ def test_preempt_reply_conversion(reply: bytes, kept: dict[str, tuple[list[str],
 @pytest.mark.parametrize("reply, error", [
     (b'{"NodeNameToMetaVictims":{"n9":{"Pods":[{"UID":"uid-v"}]}}}', 'nodeinfo not found for node name "n9"'),
     (b'{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-zzz"}]}}}',
-     "extender: http://x/ claims to preempt pod (UID: uid-zzz) on node: n1, but the pod is not found on that node"),
-    (b'{"NodeNameToMetaVictims":{"n2":{"Pods":[{"UID":"uid-v"}]}}}', "extender: http://x/ claims to preempt pod (UID: uid-v) on node: n2"),
+     "extender: http://x/ claims to preempt pod (UID: &{uid-zzz}) on node: n1, but the pod is not found on that node"),
+    (b'{"NodeNameToMetaVictims":{"n2":{"Pods":[{"UID":"uid-v"}]}}}',
+     "extender: http://x/ claims to preempt pod (UID: &{uid-v}) on node: n2"),
+    # a null MetaPod on a node without pods is never dereferenced: Go prints the nil pointer
+    (b'{"NodeNameToMetaVictims":{"n2":{"Pods":[null]}}}',
+     "extender: http://x/ claims to preempt pod (UID: <nil>) on node: n2"),
     (b'{"NodeNameToMetaVictims":[]}', "json: cannot unmarshal array"),
     (b'{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-v"}],"NumPDBViolations":1.5}}}', "json: cannot unmarshal number 1.5"),
     (RawResponse(404, b""), "failed preempt with extender at URL http://x/preempt, code 404"),
@@ -307,6 +311,19 @@ def test_preempt_reply_errors(reply: Any, error: str) -> None:
     with pytest.raises(ExtenderError) as info:
         client_for(reply).process_preemption(POD, {"n1": Victims([VICTIM])}, PODS_ON.get)
     assert str(info.value).startswith(error)
+
+
+@pytest.mark.parametrize("reply", [
+    b'{"NodeNameToMetaVictims":{"n1":null}}',  # convertToVictims reads metaVictims.NumPDBViolations
+    b'{"NodeNameToMetaVictims":{"n1":{"Pods":[null]}}}',  # convertPodUIDToPod reads metaPod.UID
+    b'{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-v"},null]}}}',
+], ids=["null-victims", "null-pod", "null-pod-after-a-good-one"])
+def test_preempt_reply_with_a_nil_pointer_panics(reply: bytes) -> None:
+    """kube-scheduler dereferences the reply's pointers: a null MetaVictims, or a null MetaPod
+    looked up on a node with pods, is a nil pointer dereference - a panic, not an error."""
+    with pytest.raises(SchedulerPanic) as info:
+        client_for(reply).process_preemption(POD, {"n1": Victims([VICTIM])}, PODS_ON.get)
+    assert str(info.value).startswith("runtime error: invalid memory address or nil pointer dereference")
 
 
 # ---- over a socket ---------------------------------------------------------------------------------------
@@ -490,6 +507,29 @@ def test_zero_victim_node_in_a_preempt_reply(ignorable: bool) -> None:
         assert first.message.endswith('preemption: expected at least one victim pod on node "n1".')
         assert cluster.get_pod("default", "low-n1") is not None and cluster.get_pod("default", "low-n2") is not None
         assert "nominatedNodeName" not in cluster.get_pod("default", "p")["status"]
+
+
+@pytest.mark.parametrize("victims", [None, {"Pods": [None]}], ids=["null-victims", "null-pod"])
+@pytest.mark.parametrize("ignorable", [False, True])
+def test_a_nil_pointer_in_a_preempt_reply_crashes_the_scheduler(victims: Any, ignorable: bool) -> None:
+    """The panic ends kube-scheduler's process whatever ``ignorable`` says (it happens inside
+    ProcessPreemption): the run ends as crashed, with a cycle record saying why, and nothing is
+    preempted - not a preemption that found no victims on n1."""
+    nodes = [make_node("n1").alloc(cpu="2").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("low").uid("uid-low").req(cpu="2").node("n1").obj()]))
+
+    def handler(verb: str, args: Any) -> Any:
+        return {"NodeNameToMetaVictims": {"n1": victims}}
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://x/", "preemptVerb": "preempt", "ignorable": ignorable,
+                                          "nodeCacheCapable": True}, CallableTransport(handler))])
+    cluster.add_pod(make_pod("p").req(cpu="1").priority(10).obj())
+    summary = scheduler.run()
+    assert summary.reason.startswith("crashed: panic: runtime error: invalid memory address or nil pointer dereference")
+    assert [(c.pod, c.outcome) for c in scheduler.cycles] == [("default/p", "crashed")]
+    assert "http://x/" in scheduler.cycles[0].message and '"n1"' in scheduler.cycles[0].message
+    assert cluster.get_pod("default", "low") is not None
+    assert "nominatedNodeName" not in cluster.get_pod("default", "p")["status"]
 
 
 def _stamping(name: str, seen: dict[str, list[tuple[str, list[dict[str, Any]]]]]) -> Any:
