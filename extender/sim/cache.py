@@ -326,11 +326,15 @@ class SchedulerCache:
             self._assumed.add(pod.uid)
             self._place(pod.on(node), True)
 
-    def forget(self, uid: str) -> None:
-        """Drop an assumed pod that the cluster never confirmed (failed binding cycle)."""
+    def forget(self, uid: str) -> bool:
+        """Drop an assumed pod that the cluster never confirmed (failed binding cycle); whether
+        it did. Like ``ForgetPod``, a pod the watch already confirmed is not assumed and stays:
+        nothing is forgotten (False), and so is a pod no longer in the cache."""
         with self._lock:
-            if uid in self._assumed:
-                self.remove(uid)
+            if uid not in self._assumed:
+                return False
+            self.remove(uid)
+            return True
 
     def node(self, name: str) -> NodeState | None:
         """The node's current state (with the pods accounted on it), or None."""

@@ -769,11 +769,16 @@ class Scheduler(Placement):
                 hook(trace)
 
     def _binding_failed(self, qp: q.QueuedPod, pod: PodRecord, host: str, error: str) -> None:
-        """``handleBindingCycleError`` (§5.3)."""
+        """``handleBindingCycleError`` (§5.3). Only a successful ``ForgetPod`` is an
+        AssignedPodDelete that moves pods: it fails for a pod the watch already confirmed (it
+        is not assumed any more; its capacity stays taken), and succeeds for an assumed one.
+        A pod no longer in the cache here was deleted while assumed: 1.30's cache still holds
+        it as assumed and forgets it now, later releases' ForgetPod succeeds for a pod it no
+        longer holds - a move either way."""
         with self._cond:
             self.bind_failures += 1
-            self.cache.forget(pod.uid)
-            self._event(q.ASSIGNED_POD_DELETE)
+            if self.cache.forget(pod.uid) or self.cache.assigned(pod.uid) is None:
+                self._event(q.ASSIGNED_POD_DELETE)
         current = self.cluster.get_pod(pod.namespace, pod.name)
         self._record_event(pod, "Warning", "FailedScheduling", error)
         if current is None or pod_uid(current) != pod.uid:

@@ -125,6 +125,32 @@ def test_bind_error_after_the_pod_was_bound_is_not_requeued() -> None:
     assert not scheduler.pending()
 
 
+@pytest.mark.parametrize("bound_first, moved", [(True, False), (False, True)], ids=["confirmed", "still-assumed"])
+def test_a_bind_error_moves_waiting_pods_only_when_it_forgets_the_assumed_pod(bound_first: bool, moved: bool) -> None:
+    """``handleBindingCycleError``: a successful ``ForgetPod`` counts as an AssignedPodDelete and
+    moves the pods that event may help. When the watch already confirmed the pod (the binder
+    wrote the Binding, then its reply failed) ForgetPod fails - the pod is not assumed any more,
+    its capacity stays taken - and no pod moves: ``big``, waiting for room on n1, stays in the
+    pool instead of being tried again a second later."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(cpu="2").obj()]))
+
+    def binder(ns: str, name: str, uid: str, node: str) -> None:
+        if bound_first:
+            cluster.bind(ns, name, uid, node)
+        raise RuntimeError("context deadline exceeded")
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://b.test/", "bindVerb": "bind"},
+                                         CallableTransport(FakeExtender("b", binder=binder)))], max_virtual_seconds=60)
+    cluster.add_pod(make_pod("big").uid("big").req(cpu="4").priority(10).obj())
+    cluster.add_pod(make_pod("p").uid("p").req(cpu="1").obj())
+    scheduler.run()
+    big = [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles if c.pod == "default/big"]
+    assert big[:2] == ([(0, "unschedulable"), (1, "unschedulable")] if moved else [(0, "unschedulable")])
+    assert scheduler.bind_failures >= 1
+    if bound_first:
+        assert "big" in scheduler.queue.pods and scheduler.queue.pods["big"].state == "unschedulable"
+
+
 def test_bind_error_requeues_with_backoff_and_retries() -> None:
     cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
     calls = {"n": 0}
