@@ -129,15 +129,20 @@ class _Action:
     fn: Callable[[], None] = field(compare=False)
 
 
+_NOT_AN_UPDATE = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
+
+
 def _spec_or_meta_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """``isPodUpdated``: a change outside status, resourceVersion, generation, managedFields."""
+    """``isPodUpdated`` (1.30-1.36): a change outside resourceVersion, generation,
+    managedFields, finalizers and status - ``status.resourceClaimStatuses`` excepted, a change
+    there counts."""
     if old is None:
         return True
 
     def strip(p: Mapping[str, Any]) -> dict[str, Any]:
-        meta = {k: v for k, v in (p.get("metadata") or {}).items()
-                if k not in ("resourceVersion", "generation", "managedFields")}
-        return {"metadata": meta, "spec": p.get("spec")}
+        meta = {k: v for k, v in (p.get("metadata") or {}).items() if k not in _NOT_AN_UPDATE}
+        claims = (p.get("status") or {}).get("resourceClaimStatuses")
+        return {"metadata": meta, "spec": p.get("spec"), "claims": claims or None}
 
     return strip(old) != strip(new)
 

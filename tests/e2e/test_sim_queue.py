@@ -326,6 +326,45 @@ def test_node_events_move_an_extender_rejected_pod_only_when_upstream_does(
     assert (scheduler.queue.move_request_cycle != requests) is move_request
 
 
+# ---- an update of a pod waiting in the pool (scheduling_queue.go Update, isPodUpdated) --------------------
+
+
+POOL_UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
+    # id, the change, the pod moved out of the pool
+    ("add-a-finalizer", lambda p: p["metadata"].update(finalizers=["example.com/keep"]), False),
+    ("change-managed-fields", lambda p: p["metadata"].update(managedFields=[{"manager": "kubectl"}]), False),
+    ("change-the-generation", lambda p: p["metadata"].update(generation=7), False),
+    ("add-a-condition", lambda p: p["status"].update(conditions=[{"type": "Example", "status": "True"}]), False),
+    ("change-resource-claim-statuses",
+     lambda p: p["status"].update(resourceClaimStatuses=[{"name": "gpu", "resourceClaimName": "p-gpu"}]), True),
+    ("add-an-annotation", lambda p: p["metadata"].update(annotations={"touched": "1"}), True),
+    ("add-a-label", lambda p: p["metadata"].update(labels={"touched": "1"}), True),
+    ("add-a-toleration", lambda p: p["spec"].update(tolerations=[{"operator": "Exists"}]), True),
+]
+
+
+@pytest.mark.parametrize("change, moved", [c[1:] for c in POOL_UPDATES], ids=[c[0] for c in POOL_UPDATES])
+def test_an_update_moves_a_pod_out_of_the_pool_only_when_is_pod_updated_says_so(
+        change: Callable[[dict[str, Any]], None], moved: bool) -> None:
+    """``isPodUpdated`` (1.30-1.36) compares the pods without resourceVersion, generation,
+    managedFields, finalizers and status - except ``status.resourceClaimStatuses``: only a change
+    elsewhere moves a pod the extender rejected out of the pool (here to backoffQ, its backoff
+    still running)."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    fake = FakeExtender("ext", [Switch()], node_cache_capable=True)
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(fake))])
+    cluster.add_pod(make_pod("p").uid("p").obj())
+    scheduler.run()
+    waiting = scheduler.queue.pods["p"]
+    assert waiting.state == "unschedulable"
+
+    pod = cluster.get_pod("default", "p")
+    assert pod is not None
+    change(pod)
+    cluster.add_pod(pod)  # a replacement: an update with a new resourceVersion
+    assert waiting.state == ("backoff" if moved else "unschedulable")
+
+
 # ---- a pod updated during its own scheduling cycle (scheduling_queue.go Update, QueueingHints off) ---------
 
 
