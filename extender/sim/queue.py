@@ -3,7 +3,9 @@ QueueSort points), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
 
 * **activeQ**: a heap by priority (higher first), then the pod's queue timestamp (PrioritySort).
 * **backoffQ**: pods whose backoff has not expired; backoff = ``podInitialBackoffSeconds``
-  doubled per attempt up to ``podMaxBackoffSeconds``, counted from the last failure.
+  doubled per attempt up to ``podMaxBackoffSeconds``, counted from the last failure. A flush
+  every second (``flushBackoffQCompleted``, ticks kept by the scheduler) moves the pods whose
+  backoff is over to activeQ: a pod waits for the first tick at or after its expiry.
 * **unschedulable pool**: pods whose attempt failed with rejector plugins recorded in
   ``unschedulable_plugins``. A cluster event moves a pod out when it is relevant to one of its
   rejectors (to backoffQ while still backing off, else activeQ); pods older than 5 min are

@@ -32,7 +32,7 @@ clocks in ``extender.sim.clocks``; what a run records (cycles, pod traces, the s
 
 **Time.** The queue, backoffs, arrivals and deletions run on the scheduler's clock. With the
 default :class:`VirtualClock`, scheduling cycles take no virtual time, and the clock jumps to the
-next arrival, deletion, backoff expiry or unschedulable flush when the active queue is empty and
+next arrival, deletion, backoffQ flush or unschedulable flush when the active queue is empty and
 no binding thread is in flight. Extender HTTP calls and binding threads are real (wall-clock)
 work: while binding threads are the only thing in flight, virtual time follows the wall clock
 (jumping to the next due time once that much real time has passed), so a bind held in an
@@ -67,6 +67,7 @@ import gc
 import heapq
 import itertools
 import logging
+import math
 import operator
 import random
 import threading
@@ -92,6 +93,8 @@ from extender.sim.preemption import (Candidate, ExtenderRound, PDB, aggregate, c
 
 log = logging.getLogger("extender.sim")
 _NAME = operator.attrgetter("name")
+BACKOFF_FLUSH_INTERVAL = 1.0
+"""``flushBackoffQCompleted`` runs every second (``wait.Until`` in ``PriorityQueue.Run``)."""
 
 
 
@@ -230,6 +233,7 @@ class Scheduler(Placement):
         self._actions: list[_Action] = []
         self._action_seq = itertools.count()
         self._last_action_at = self.clock.now()
+        self._backoff_flushed = self.clock.now()  # the last backoffQ flush tick (the queue runs from here)
         self._known: dict[str, Mapping[str, Any]] = {}
         self.generation = 0
         self.cycles: list[CycleRecord] = []
@@ -452,7 +456,7 @@ class Scheduler(Placement):
                 while now - last_flush >= self.cfg.unschedulable_flush_interval:
                     last_flush += self.cfg.unschedulable_flush_interval
                     self.queue.flush_unschedulable(last_flush)
-                self.queue.flush_backoff(now)
+                self._flush_backoff(now)
                 qp = self.queue.pop()
                 assumed = qp is not None and self.cache.is_assumed(qp.uid)
                 if qp is not None and assumed:  # skipPodSchedule (see queue.update)
@@ -516,12 +520,25 @@ class Scheduler(Placement):
         return RunSummary(time.perf_counter() - wall0, self.clock.now() - start, cycles, self.binds,
                           self.bind_failures, reason)
 
+    def _flush_backoff(self, now: float) -> None:
+        """``flushBackoffQCompleted`` at its last 1-second tick up to ``now`` (lock held): a pod
+        whose backoff is over waits in backoffQ until that tick, not a moment less."""
+        ticks = math.floor((now - self._backoff_flushed) / BACKOFF_FLUSH_INTERVAL)
+        if ticks >= 1:
+            self._backoff_flushed += ticks * BACKOFF_FLUSH_INTERVAL
+            self.queue.flush_backoff(self._backoff_flushed)
+
+    def _backoff_tick(self, expiry: float) -> float:
+        """The first backoffQ flush tick at or after ``expiry`` (lock held)."""
+        ticks = math.ceil((expiry - self._backoff_flushed) / BACKOFF_FLUSH_INTERVAL - 1e-9)
+        return self._backoff_flushed + max(1, ticks) * BACKOFF_FLUSH_INTERVAL
+
     def _next_wake(self, last_flush: float) -> float | None:
         """The next time anything can happen (lock held), or None when the run is over: no
         workload action is left and every waiting pod has been tried against the current
         cluster state without an error (retrying cannot change anything). While the run goes
-        on, every backoff expiry and unschedulable-pool flush counts, settled or not, so retries
-        happen when kube-scheduler would make them."""
+        on, every backoffQ flush that ends a backoff and every unschedulable-pool flush counts,
+        settled or not, so retries happen when kube-scheduler would make them."""
         waiting = self.queue.in_state(q.BACKOFF, q.UNSCHEDULABLE)
         unsettled = any(qp.last_was_error or qp.seen_generation < self.generation for qp in waiting)
         if not self._actions and not unsettled and (self.cfg.stop_when_settled or not waiting):
@@ -530,7 +547,7 @@ class Scheduler(Placement):
         interval = self.cfg.unschedulable_flush_interval
         for qp in waiting:
             if qp.state == q.BACKOFF:
-                times.append(self.queue.backoff_expiry(qp))
+                times.append(self._backoff_tick(self.queue.backoff_expiry(qp)))
             else:
                 due = qp.timestamp + self.cfg.pod_max_in_unschedulable_seconds
                 ticks = max(1, int((due - last_flush) // interval) + 1)

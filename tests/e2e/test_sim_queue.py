@@ -125,6 +125,32 @@ def test_bind_error_after_the_pod_was_bound_is_not_requeued() -> None:
     assert not scheduler.pending()
 
 
+@pytest.mark.parametrize("arrival, errors, cycles", [
+    (0.0, 1, [0.0, 1.0]),
+    (0.5, 1, [0.5, 2.0]),  # backoff over at 1.5: the next flush is at 2
+    (0.999, 1, [0.999, 2.0]),
+    (2.25, 2, [2.25, 4.0, 6.0]),  # over at 3.25, then (2 s) at 6.0, a flush itself
+])
+def test_backoff_ends_at_the_queues_next_one_second_flush(arrival: float, errors: int, cycles: list[float]) -> None:
+    """``flushBackoffQCompleted`` runs every second from the queue's start (``wait.Until``): a pod
+    whose backoff is over waits in backoffQ for the next flush, it is not tried the instant its
+    backoff ends."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    calls: list[str] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        calls.append(verb)
+        if len(calls) <= errors:
+            return {"NodeNames": None, "Nodes": None, "FailedNodes": {}, "Error": "try again"}
+        return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(handler))])
+    scheduler.at(scheduler.clock.now() + arrival, "arrival", lambda: cluster.add_pod(make_pod("p").uid("p").obj()))
+    scheduler.run()
+    assert [round(c.time - scheduler.clock.start, 3) for c in scheduler.cycles] == cycles
+    assert [c.outcome for c in scheduler.cycles] == ["error"] * errors + ["scheduled"]
+
+
 @pytest.mark.parametrize("bound_first, moved", [(True, False), (False, True)], ids=["confirmed", "still-assumed"])
 def test_a_bind_error_moves_waiting_pods_only_when_it_forgets_the_assumed_pod(bound_first: bool, moved: bool) -> None:
     """``handleBindingCycleError``: a successful ``ForgetPod`` counts as an AssignedPodDelete and
