@@ -20,11 +20,13 @@ QueueSort points), as kube-scheduler 1.29-1.31 runs it with QueueingHints off.
 * A failed pod goes to backoffQ instead of the pool when it has no rejector (errors, 1.29
   extender-only rejections) or when a move request arrived during its own scheduling cycle
   (``moveRequestCycle >= podSchedulingCycle``).
-* **An update of a pod in its own scheduling cycle** (in no queue: ``Update`` finds it nowhere)
-  puts a fresh entry for it straight into activeQ - no backoff, attempts counted from zero -
-  whatever changed. When that cycle then fails, ``AddUnschedulableIfNotPresent`` finds the pod
-  already queued and leaves it there; when it succeeds, the fresh entry is skipped when popped
-  while the pod is assumed (``skipPodSchedule``).
+* **An update of a pod in its own scheduling cycle** (in no queue: ``Update`` finds it nowhere;
+  delivered from another thread - the scheduler holds back the updates its cycle causes
+  itself until the cycle is over) puts a fresh entry for it straight into activeQ - no
+  backoff, attempts counted from zero - whatever changed. When that cycle then fails,
+  ``AddUnschedulableIfNotPresent`` finds the pod already queued and leaves it there; when it
+  succeeds, the fresh entry is skipped when popped while the pod is assumed
+  (``skipPodSchedule``).
 * **gated**: pods with ``spec.schedulingGates`` wait outside the queues (PreEnqueue
   SchedulingGates) until an update empties the list.
 

@@ -49,6 +49,13 @@ The cluster may also deliver its changes asynchronously, from other threads, lik
 does (``extender.testing.harness`` drives the scheduler over a real API server that way): the
 scheduler reads pods back only through ``get_pod`` and writes only through the
 :class:`ClusterLike` operations, the status of a pending pod included (``update_pod_status``).
+A change a scheduling cycle causes on its own thread - an in-process extender's write during
+a verb call, the cycle's own victim deletions and status writes - reaches the scheduler after
+that cycle, as an informer delivers a write asynchronously rather than inside the call that
+made it: a pod the extender updates in each filter call is then found in the pool by its
+update (moved to backoffQ if the update counts), not re-queued in activeQ before its cycle
+failed, which at one virtual instant never ended. Changes delivered from other threads arrive
+at once, during a cycle too (``extender.sim.queue``: a pod updated in its own cycle).
 
 **A run ends** when nothing can change any more: no active pod, no binding in flight, no
 pending workload action, and every waiting pod has been tried against the current cluster
@@ -234,6 +241,8 @@ class Scheduler(Placement):
         self._action_seq = itertools.count()
         self._last_action_at = self.clock.now()
         self._backoff_flushed = self.clock.now()  # the last backoffQ flush tick (the queue runs from here)
+        self._cycle_thread: int | None = None  # the scheduling thread while a cycle runs (_deferring)
+        self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self._known: dict[str, Mapping[str, Any]] = {}
         self.generation = 0
         self.cycles: list[CycleRecord] = []
@@ -297,6 +306,8 @@ class Scheduler(Placement):
         ``preCheckForNode`` against it; an update moves them once per scheduling-relevant change
         (``extender.sim.queue.node_update_events``), with the same pre-check, and not at all
         for any other change (a heartbeat, a status field the scheduler does not read)."""
+        if self._deferring(self.upsert_node, raw):
+            return
         name = str((raw.get("metadata") or {}).get("name"))
         with self._cond:
             before = self.cache.node(name)
@@ -313,11 +324,15 @@ class Scheduler(Placement):
 
     def remove_node(self, name: str) -> None:
         """``deleteNodeFromCache``: the cache forgets the node; no pod moves (1.29-1.31)."""
+        if self._deferring(self.remove_node, name):
+            return
         with self._cond:
             self.cache.remove_node(name)
             self._event(q.NODE_DELETE)
 
     def upsert_pod(self, raw: Mapping[str, Any]) -> None:
+        if self._deferring(self.upsert_pod, raw):
+            return
         try:
             rec = PodRecord.from_raw(raw)
         except (ValueError, TypeError, ArithmeticError) as exc:
@@ -369,6 +384,8 @@ class Scheduler(Placement):
             self._event(q.POD_ADD)
 
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
+        if self._deferring(self.remove_pod, raw):
+            return
         uid = pod_uid(raw)
         with self._cond:
             self._known.pop(uid, None)
@@ -379,6 +396,28 @@ class Scheduler(Placement):
                 trace.state = "completed" if trace.state == "bound" else "deleted"
             self._event(q.ASSIGNED_POD_DELETE if was is not None and (raw.get("spec") or {}).get("nodeName")
                         else q.POD_DELETE)
+
+    def _deferring(self, sink: Callable[..., None], *args: Any) -> bool:
+        """Whether a cluster event arrives on the scheduling thread during a cycle - one the
+        cycle caused (an in-process extender's write, a victim deleted, a status written) -
+        and is kept for after the cycle (:meth:`_deliver_deferred`), as an informer delivers
+        a write asynchronously, not inside the call that made it. Events from other threads
+        (binding cycles, an informer's) arrive at once, a cycle running or not."""
+        if self._cycle_thread != threading.get_ident():
+            return False
+        self._deferred.append((sink, args))
+        return True
+
+    def _deliver_deferred(self) -> None:
+        """The events the last cycle caused (:meth:`_deferring`), in order, after it; a
+        malformed object is skipped with a warning, as the cluster does."""
+        while self._deferred:
+            events, self._deferred = self._deferred, []
+            for sink, args in events:
+                try:
+                    sink(*args)
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    log.warning("skipping a malformed object from a scheduling cycle: %s", exc)
 
     def _event(self, event: str) -> None:
         """A cluster event: bump the generation and move the pods it may help (lock held)."""
@@ -466,12 +505,16 @@ class Scheduler(Placement):
                 continue
             if qp is not None:
                 binding_wait = None
+                self._cycle_thread = threading.get_ident()
                 try:
                     self._schedule_one(qp)
                 except SchedulerPanic as exc:
                     self._crashed(qp, now, str(exc))
                     reason = f"crashed: panic: {exc}"
                     break
+                finally:
+                    self._cycle_thread = None
+                    self._deliver_deferred()
                 cycles += 1
                 if progress and ((progress_every and cycles % progress_every == 0) or
                                  (progress_seconds and time.perf_counter() - last_report >= progress_seconds)):

@@ -10,6 +10,8 @@ import pytest
 from builders import GPU, make_node, make_pod
 from simkit import OurServer, profile, scheduler_for
 
+from extender.sim.scheduler import Scheduler
+
 
 def gpu_nodes(n: int, gpus: int = 4) -> list[dict]:
     return [make_node(f"node-{i}").alloc(gpu=gpus).obj() for i in range(n)]
@@ -150,14 +152,26 @@ def test_preemption_clears_lower_priority_nominations_to_the_chosen_node() -> No
     assert "nominatedNodeName" not in waiting_now["status"] and "nodeName" not in waiting_now["spec"]
 
 
+def _bystander_leaves_at_one_second(ours: OurServer, scheduler: Scheduler) -> None:
+    """A pod on n2 that requests nothing, deleted (at once) at t=1: an assigned pod's deletion,
+    which moves a preemptor NodeResourcesFit rejected out of the pool - a retry while its
+    victims still terminate. (The victims' own updates reach kube-scheduler after the
+    preemptor's cycle, as an informer's do, and move nobody.)"""
+    ours.cluster.add_pod(make_pod("bystander").uid("uid-bystander").priority(1000).node("n2").obj())
+    scheduler.at(scheduler.clock.now() + 1, "bystander leaves",
+                 lambda: ours.cluster.delete_pod("default", "bystander", grace_period_seconds=0))
+
+
 def test_victims_terminate_gracefully_when_the_kubelet_is_emulated() -> None:
     """With graceful termination on, low-a (3 s grace) stays on n1, deleting, after the
-    preemption: urgent's retry finds it still there and is not eligible to preempt again (a
-    terminating victim on its nominated node); it binds once low-a is gone, at t=3."""
+    preemption: urgent's retry (at t=1, a bystander's deletion) finds it still there and is not
+    eligible to preempt again (a terminating victim on its nominated node); it binds once low-a
+    is gone, at t=3."""
     nodes, pods = preemption_cluster()
     pods[0]["spec"]["terminationGracePeriodSeconds"] = 3
     ours = OurServer(nodes, pods)
     scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], graceful_termination=True)
+    _bystander_leaves_at_one_second(ours, scheduler)
     ours.cluster.add_pod(make_pod("urgent").uid("uid-urgent").req(cpu="2", gpu=2).priority(500).obj())
     scheduler.run()
     timeline = [(round(c.time - scheduler.clock.start, 3), c.outcome) for c in scheduler.cycles]
@@ -182,10 +196,12 @@ def test_only_victims_of_kube_schedulers_preemption_make_a_nominee_wait() -> Non
     DisruptionTarget, reason PreemptionByScheduler, written on each victim before deleting it).
     low-a, deleted by its owner, terminates on urgent's nominated node n1: urgent is eligible,
     and its dry run takes low-a for its victim like any lower-priority pod (nothing else is
-    deleted); from then on low-a terminates by preemption and urgent waits for it."""
+    deleted); from then on low-a terminates by preemption and urgent, tried again at t=1 (a
+    bystander's deletion), waits for it."""
     nodes, pods = preemption_cluster()
     ours = OurServer(nodes, pods)
     scheduler = scheduler_for(ours.cluster, [(ours.entry(), ours.transport)], graceful_termination=True)
+    _bystander_leaves_at_one_second(ours, scheduler)
     ours.cluster.delete_pod("default", "low-a")  # its owner deletes it: it terminates for 30 s
     urgent = make_pod("urgent").uid("uid-urgent").req(cpu="2", gpu=2).priority(500).obj()
     urgent["status"]["nominatedNodeName"] = "n1"

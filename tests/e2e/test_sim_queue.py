@@ -394,6 +394,15 @@ def test_an_update_moves_a_pod_out_of_the_pool_only_when_is_pod_updated_says_so(
 # ---- a pod updated during its own scheduling cycle (scheduling_queue.go Update, QueueingHints off) ---------
 
 
+def _delivered_during_the_cycle(write: Callable[[], None]) -> None:
+    """``write`` made on another thread (joined), so that the scheduler gets its events while
+    the cycle that called the extender runs, as an informer may deliver them; a write on the
+    scheduling thread itself (an in-process extender's) reaches the scheduler after the cycle."""
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join()
+
+
 def _annotate(cluster: MemoryCluster) -> None:
     cluster.patch_pod_metadata("default", "p", annotations={"touched": "1"})
 
@@ -436,7 +445,7 @@ def test_a_pod_updated_during_its_own_cycle_goes_straight_back_to_the_active_que
         calls.append(verb)
         first = len(calls) == 1
         if first and during is not None:
-            during(cluster)
+            _delivered_during_the_cycle(lambda: during(cluster))
         if first and reply == "error":
             return {"NodeNames": None, "Nodes": None, "FailedNodes": {}, "Error": "try again"}
         return {"NodeNames": [], "Nodes": None, "FailedNodes": {"n1": "extender failed"}, "Error": ""}
@@ -453,6 +462,34 @@ def test_a_pod_updated_during_its_own_cycle_goes_straight_back_to_the_active_que
         assert qp.state == "backoff" and scheduler.queue.backoff_expiry(qp) - scheduler.clock.start == backoff_until
 
 
+def test_an_extender_writing_the_pod_in_every_filter_call_sees_it_backed_off_not_retried_at_once() -> None:
+    """An extender that annotates the pod in each filter call and rejects it: the informer
+    delivers each write after the cycle, as a real one does (asynchronously), so the update
+    finds the pod in the pool, moves it (an annotation counts) to backoffQ, and the pod is
+    tried again after its backoff - 1, 2, 4, 8, then 10 s - until the run's horizon. Delivered
+    during the cycle, each write queued a fresh entry straight into activeQ and the run never
+    left virtual time 0 (the call count stops it here)."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj()]))
+    calls: list[int] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        calls.append(len(calls))
+        if len(calls) >= 50:
+            scheduler.stop()  # a safety net: never needed when the writes come after the cycle
+        cluster.patch_pod_metadata("default", "p", annotations={"seen": str(len(calls))})
+        return {"NodeNames": [], "Nodes": None, "FailedNodes": {"n1": "not yet"}, "Error": ""}
+
+    scheduler = scheduler_for(cluster, [(entry(), CallableTransport(handler))], max_virtual_seconds=30)
+    cluster.add_pod(make_pod("p").uid("p").obj())
+    summary = scheduler.run()
+    assert summary.reason.startswith("stopped at the horizon"), summary.reason
+    assert [(round(c.time - scheduler.clock.start), c.outcome) for c in scheduler.cycles] == [
+        (0, "unschedulable"), (1, "unschedulable"), (3, "unschedulable"), (7, "unschedulable"),
+        (15, "unschedulable"), (25, "unschedulable")]
+    assert cluster.get_pod("default", "p")["metadata"]["annotations"] == {"seen": "6"}
+    assert scheduler.queue.pods["p"].state == "backoff"
+
+
 def test_a_pod_updated_during_the_cycle_that_assumed_it_is_skipped_not_scheduled_twice() -> None:
     """The same update during a cycle that then assumes the pod: the fresh entry is popped while
     the pod is assumed (its bind is still running) and skipped (``skipPodSchedule``); the pod is
@@ -463,7 +500,7 @@ def test_a_pod_updated_during_the_cycle_that_assumed_it_is_skipped_not_scheduled
 
     def handler(verb: str, args: Any) -> Any:
         if verb == "filter":
-            _annotate(cluster)
+            _delivered_during_the_cycle(lambda: _annotate(cluster))
             return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
         binds.append(args["PodName"])
         skipped.wait(2.0)  # bind once the fresh entry was skipped (2 s: it never is)
@@ -495,8 +532,8 @@ def test_a_pod_assumed_after_an_update_in_its_cycle_no_longer_holds_its_old_nomi
             name = args["Pod"]["metadata"]["name"]
             calls.append(name)
             if name == "p" and calls.count("p") == 1:
-                cluster.add_pod(make_pod("q").uid("q").req(cpu="1").priority(10).obj())
-                _annotate(cluster)
+                _delivered_during_the_cycle(lambda: (
+                    cluster.add_pod(make_pod("q").uid("q").req(cpu="1").priority(10).obj()), _annotate(cluster)))
             keep = ["n1"] if name == "p" else ["n2"]
             return {"NodeNames": [n for n in args["NodeNames"] if n in keep], "Nodes": None,
                     "FailedNodes": {n: "no" for n in args["NodeNames"] if n not in keep}, "Error": ""}
