@@ -699,9 +699,21 @@ class Scheduler(Placement):
     def _preempt(self, pod: PodRecord, snap: Snapshot, diag: Diagnosis,
                  nominated: Mapping[str, list[PodRecord]]) -> tuple[str, str | None, dict[str, Any]]:
         """DefaultPreemption: (PostFilter message, nominatedNodeName to set or None to leave
-        unchanged, a record for reports). Victims are deleted here."""
+        unchanged, a record for reports). Victims are deleted here.
+
+        Like ``Evaluator.Preempt``, it works on the preemptor as the informer holds it now (the
+        pod lister's copy: an update delivered during the cycle counts, for eligibility, the dry
+        run and what the preempt verb is sent), not on the pod the cycle began with; a pod the
+        informer no longer has ends preemption with the lister's error."""
         now = self.clock.now()
         prec: dict[str, Any] = {"candidates": {}, "extenders": [], "chosen": "", "victims": []}
+        with self._cond:
+            latest = self._known.get(pod.uid)
+        if latest is None:
+            prec["result"] = "error"
+            return f'preemption: pod "{pod.name}" not found', None, prec
+        if latest is not pod.raw:
+            pod = PodRecord.from_raw(latest)  # upsert_pod kept only pods it could read
         if pod.preemption_policy == "Never":
             prec["result"] = "not eligible"
             return "preemption: not eligible due to preemptionPolicy=Never.", None, prec

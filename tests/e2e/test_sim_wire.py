@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -530,6 +531,48 @@ def test_a_nil_pointer_in_a_preempt_reply_crashes_the_scheduler(victims: Any, ig
     assert "http://x/" in scheduler.cycles[0].message and '"n1"' in scheduler.cycles[0].message
     assert cluster.get_pod("default", "low") is not None
     assert "nominatedNodeName" not in cluster.get_pod("default", "p")["status"]
+
+
+@pytest.mark.parametrize("change, preempted", [("annotate", True), ("delete", False)])
+def test_preemption_reads_the_preemptor_again_from_the_informer(change: str, preempted: bool) -> None:
+    """``Evaluator.Preempt`` (1.30-1.36) starts by fetching the latest preemptor from the pod
+    lister (the informer's copy), not the pod the cycle began with: an update delivered during
+    the cycle is what the preempt verb is sent, and a pod deleted meanwhile ends preemption with
+    the lister's error - nothing is evicted for it. n1 is full (in-tree), the extender filter
+    rules n2 out for good and, meanwhile, the informer delivers the change (another thread)."""
+    nodes = [make_node("n1").alloc(cpu="2").obj(), make_node("n2").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("low").uid("uid-low").req(cpu="2").node("n1").obj()]))
+    sent: list[Any] = []
+    filtered: list[Any] = []
+
+    def write() -> None:
+        if change == "annotate":
+            cluster.patch_pod_metadata("default", "p", annotations={"seen": "yes"})
+        else:
+            cluster.delete_pod("default", "p")
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter":
+            if not filtered:
+                writer = threading.Thread(target=write)
+                writer.start()
+                writer.join()
+            filtered.append(args["Pod"])
+            return {"NodeNames": [], "FailedAndUnresolvableNodes": {n: "never here" for n in args["NodeNames"]}}
+        sent.append(args["Pod"])
+        return {"NodeNameToMetaVictims": args["NodeNameToMetaVictims"]}
+
+    scheduler = scheduler_for(cluster, [({"urlPrefix": "http://x/", "filterVerb": "filter", "preemptVerb": "preempt",
+                                          "nodeCacheCapable": True}, CallableTransport(handler))])
+    cluster.add_pod(make_pod("p").uid("uid-p").req(cpu="1").priority(10).obj())
+    scheduler.run()
+    first = scheduler.cycles[0]
+    if preempted:
+        assert [pod["metadata"].get("annotations") for pod in sent] == [{"seen": "yes"}]
+        assert first.preemption["victims"] == ["default/low"] and cluster.get_pod("default", "low") is None
+    else:
+        assert sent == [] and first.message.endswith('preemption: pod "p" not found.')
+        assert cluster.get_pod("default", "low") is not None and len(scheduler.cycles) == 1
 
 
 def _stamping(name: str, seen: dict[str, list[tuple[str, list[dict[str, Any]]]]]) -> Any:
