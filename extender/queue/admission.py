@@ -30,6 +30,20 @@ e.g. a quota plugin reclaiming lent capacity) makes room for it, as kube-schedul
 it is then admitted, nominated to that node, and the nomination holds the room instead of an
 admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
+Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
+members are placed together when the pass reaches the first of them PreEnqueue admits: those
+with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
+groups interleaved in queue order would each take a part of the room). When the group has a
+PodGroup (``ClusterView.pod_group_spec``) and its members with a seat (or asking for no managed
+resource) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
+or pending with no scheduling gate left and not being deleted: what Gang's Permit counts - are
+fewer than its ``minMember``, none of them is admitted in this pass: the seats go back to the
+pods behind, no room is made for them, each says ``pod group NS/NAME: N of minMember M members
+have room``, and under StrictFIFO they block what they want, as a pod without room does. (The
+part admitted would hold its capacity, then wait in Gang's Permit, until it timed out.) A group
+with no usable PodGroup - sized by its members' annotation, which only Gang reads - has the
+members with room admitted.
+
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message - or, kept behind the head under StrictFIFO, that) whenever why is new or
 changes, so ``kubectl describe pod`` tells a pod waiting for its group's other members from one
@@ -67,6 +81,10 @@ NO_ROOM = "admission"
 """The verdict's plugin when PreEnqueue admitted a pod but no node has room for it once the
 capacity held for pods admitted before it is counted (every event may change that)."""
 
+GROUP_SHORT = "admission/pod-group"
+"""The verdict's plugin when a pod group's members with room, plus those past the gate, are
+fewer than its PodGroup's minMember (every event may change that)."""
+
 
 def same_unit(pod: PodInfo) -> Callable[[PodInfo], bool]:
     """Pods that capacity held for ``pod`` does not count against (outside admission): the pod
@@ -93,9 +111,10 @@ class _Verdict:
 
 
 class Admitter:
-    """Handed what it needs rather than the engine: the queue (the cache's view and the
-    reservations are its), the profiles' PreEnqueue/QueueSort/hints (``plugins``), ``place``
-    (where a pod would go now: ``Engine.placement``) and the writer."""
+    """Handed what it needs rather than the engine: the queue (the cache's view - pods, PodGroups,
+    pod groups' member counts - and the reservations are its), the profiles'
+    PreEnqueue/QueueSort/hints (``plugins``), ``place`` (where a pod would go now:
+    ``Engine.placement``) and the writer."""
 
     def __init__(self, queue: SchedulingQueue, plugins: QueuePlugins, place: Place, writer: ClusterWriter,
                  gate: str, strategy: str = "BestEffortFIFO", hold_timeout: float = 30.0,
@@ -137,13 +156,40 @@ class Admitter:
         if accounted is not None and self._holds.pop(uid, None) is not None:
             self.reservations.consume(admission_owner(uid), uid, accounted.node_name)
 
-    def gated(self) -> list[PodInfo]:
-        """Pending pods carrying the extender's gate, in the default profile's QueueSort order -
-        but those being deleted (kube-scheduler never schedules them)."""
-        pods = [p for p in self.cluster.pending_pods()
+    def gated(self, pending: Sequence[PodInfo] | None = None) -> list[PodInfo]:
+        """Pending pods (``pending``, else the cluster's) carrying the extender's gate, in the
+        default profile's QueueSort order - but those being deleted (kube-scheduler never
+        schedules them)."""
+        pods = [p for p in (self.cluster.pending_pods() if pending is None else pending)
                 if not p.deleting and any(isinstance(g, dict) and g.get("name") == self.gate
                                           for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
         return self.plugins.sort(pods)
+
+    def _past_gate(self, pending: Sequence[PodInfo]) -> Callable[[tuple[str, str]], int]:
+        """Per pod group: its members past the gate, as Gang counts them towards minMember - on a
+        node (bound or assumed: ``group_count``'s ``assigned``), or pending with no scheduling gate
+        left and not being deleted (kube-scheduler may try them). ``pending`` is read once, at the
+        first group asked about."""
+        ungated: dict[tuple[str, str], int] | None = None
+
+        def count(key: tuple[str, str]) -> int:
+            nonlocal ungated
+            if ungated is None:
+                ungated = {}
+                for p in pending:
+                    name = group_of(p.labels)
+                    if (name is not None and not p.deleting and not (p.raw.get("spec") or {}).get("schedulingGates")
+                            and self.cluster.pod(p.uid) is None):  # an assumed one is counted as assigned
+                        ungated[(p.namespace, name)] = ungated.get((p.namespace, name), 0) + 1
+            return ungated.get(key, 0) + self.cluster.group_count(*key).assigned
+        return count
+
+    def _min_member(self, key: tuple[str, str]) -> int | None:
+        """The minMember of pod group ``key``'s PodGroup; None without one (or a malformed one)."""
+        if not key[1]:
+            return None
+        spec = self.cluster.pod_group_spec(*key)
+        return spec.min_member if spec is not None else None
 
     def run_once(self, full: bool = False) -> AdmissionResult:
         """One pass over the gated pods in queue order. ``full``: evaluate every pod, not only
@@ -156,7 +202,9 @@ class Admitter:
         held: dict[str, str] = {}
         blocked: set[str] = set()
         evaluated = 0
-        gated = self.gated()
+        pending = self.cluster.pending_pods()
+        gated = self.gated(pending)
+        past_gate = self._past_gate(pending)
         live = {p.uid for p in gated}
         self._verdicts = {uid: v for uid, v in self._verdicts.items() if uid in live}
         self._stale &= live
@@ -169,6 +217,9 @@ class Admitter:
         # pod group -> its gated members' seats (uid -> node, member), booked at its first member:
         # the room its members have at once, ahead of the pods behind them in this pass
         booked: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
+        short: dict[tuple[str, str], str] = {}
+        """Pod groups whose members with room plus those past the gate are fewer than their
+        PodGroup's minMember: why none of their members is admitted in this pass."""
 
         def others(key: tuple[str, str]) -> dict[str, list[PodInfo]] | None:
             extra: dict[str, list[PodInfo]] = {}
@@ -179,7 +230,8 @@ class Admitter:
             return extra or None
         for pod in gated:
             wants = set(pod.requests)
-            if self.strategy == "StrictFIFO" and wants & blocked:
+            key = (pod.namespace, group_of(pod.labels) or "")
+            if self.strategy == "StrictFIFO" and wants & blocked and key not in short:  # not by its own group
                 kept = self._verdicts.get(pod.uid)
                 if kept is not None and (full or self.plugins.wakes(pod, kept.plugin, changes)):
                     self._stale.add(pod.uid)  # woken while blocked: evaluate it once unblocked
@@ -190,6 +242,14 @@ class Admitter:
             if (verdict is not None and not full and pod.uid not in self._stale
                     and not self.plugins.wakes(pod, verdict.plugin, changes)):
                 held[pod.key] = verdict.reason
+                if verdict.plugin == GROUP_SHORT and key not in booked:
+                    short.setdefault(key, verdict.reason)  # nothing changed: its group is still short
+                if self.strategy == "StrictFIFO":
+                    blocked |= wants
+                continue
+            if key in short:  # its group is not admitted in this pass: no PreEnqueue, no preemption
+                self._stale.discard(pod.uid)
+                self._hold_short(pod, short[key], held)
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
@@ -207,14 +267,26 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            key = (pod.namespace, group_of(pod.labels) or "")
             unit = units.get(key, ())
-            if len(unit) > 1 and not preempted and key not in booked:
-                booked[key] = self._book(unit[unit.index(pod):], others(key))  # those not passed yet
+            if unit and not preempted and key not in booked:
+                rest = unit[unit.index(pod):]  # those not passed yet
+                need = self._min_member(key)
+                if len(unit) > 1 or need is not None:
+                    booked[key] = self._book(rest, others(key))
+                if need is not None:
+                    have = len(booked[key]) + sum(1 for m in rest if not m.requests) + past_gate(key)
+                    if have < need:  # all or nothing: the seats go back to the pods behind
+                        booked[key] = {}
+                        short[key] = f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
+            if key in short:
+                self._hold_short(pod, short[key], held)
+                if self.strategy == "StrictFIFO":
+                    blocked |= wants
+                continue
             extra = others(key)
             if preempted or not pod.requests:
                 node = ""
-            elif len(unit) > 1 and pod.uid not in booked.get(key, {}):
+            elif key in booked and pod.uid not in booked[key]:
                 node = None  # the room its group has at once went to the members before it
             else:
                 node = self.place(pod, strict=True, extra=extra)
@@ -255,9 +327,10 @@ class Admitter:
     def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None) -> dict[str, tuple[str, PodInfo]]:
         """Seats for the gated members of one pod group (``unit``, in queue order) that have room
         at once - each placed with the ones before it and ``extra`` (other groups' seats)
-        counted, every capacity held counted: only those are admitted, and the seats count
-        against the pods behind them in the pass. Admitted one by one, two groups interleaved
-        in queue order would each take a part of the room, and neither could run."""
+        counted, every capacity held counted: only those are admitted (none when they are too
+        few for the group's PodGroup minMember: see the module doc), and the seats count against
+        the pods behind them in the pass. Admitted one by one, two groups interleaved in queue
+        order would each take a part of the room, and neither could run."""
         seats: dict[str, tuple[str, PodInfo]] = {}
         trial: dict[str, list[PodInfo]] = {node: list(pods) for node, pods in (extra or {}).items()}
         for member in unit:
@@ -268,6 +341,11 @@ class Admitter:
                 seats[member.uid] = (node, member)
                 trial.setdefault(node, []).append(member)
         return seats
+
+    def _hold_short(self, pod: PodInfo, reason: str, held: dict[str, str]) -> None:
+        """Keep a member of a pod group short of room at the gate."""
+        held[pod.key] = reason
+        self._hold_at_gate(pod, _Verdict(GROUP_SHORT, reason))
 
     def _hold_at_gate(self, pod: PodInfo, verdict: _Verdict) -> None:
         """Keep ``verdict`` for the pod and say it on the pod."""

@@ -1,5 +1,8 @@
 """What the queue is handed: the cache's view, the profiles' queue plugins and a way to place a pod.
 
+The cache's view includes the PodGroups and the pod groups' member counts: admission admits a
+group's gated members only when enough of them can run (see ``extender.queue.admission``).
+
 The queue sits below the runtime (``extender.runtime``) and beside the cache: it imports neither.
 The app hands it these; the runtime's ``Profiles`` and ``Engine.placement`` and the cache's
 ``ClusterCache`` satisfy them. So admission and nudges run PreEnqueue, QueueSort and the queueing
@@ -11,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from extender.framework.events import Change, ClusterEvent
+from extender.framework.pod_group import GroupCount, PodGroupSpec
 from extender.framework.status import Status
 from extender.framework.views import PodInfo
 
@@ -35,6 +39,12 @@ class ClusterView(Protocol):
 
     def on_pod_change(self, listener: Callable[[str, PodInfo | None], None]) -> None:
         """Call ``listener(uid, pod or None)`` after each pod event, in order, outside the lock."""
+
+    def pod_group_spec(self, namespace: str, name: str) -> PodGroupSpec | None:
+        """PodGroup ``namespace/name``'s typed spec; None when there is none or it is malformed."""
+
+    def group_count(self, namespace: str, name: str) -> GroupCount:
+        """The counts of pod group ``namespace/name``'s members (those on a node: ``assigned``)."""
 
 
 class WakeRuleView(Protocol):
