@@ -203,4 +203,7 @@ def _run(args: argparse.Namespace, wiring: Wiring) -> int:
     paths = write_outputs(report, args.out)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     transport.close()
+    if report["summary"]["endReason"].startswith("crashed"):
+        print(f"simulate: the emulated kube-scheduler {report['summary']['endReason']}", file=sys.stderr)
+        return 3
     return 0

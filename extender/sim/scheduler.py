@@ -70,6 +70,7 @@ until another thread calls :meth:`Scheduler.stop`.
 
 from __future__ import annotations
 
+import collections
 import gc
 import heapq
 import itertools
@@ -242,7 +243,9 @@ class Scheduler(Placement):
         self._last_action_at = self.clock.now()
         self._backoff_flushed = self.clock.now()  # the last backoffQ flush tick (the queue runs from here)
         self._cycle_thread: int | None = None  # the scheduling thread while a cycle runs (_deferring)
-        self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._deferred: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
+        self._draining: int | None = None  # the thread delivering them (_deliver_deferred)
+        self._deferral = threading.Lock()  # guards the three above
         self._known: dict[str, Mapping[str, Any]] = {}
         self.generation = 0
         self.cycles: list[CycleRecord] = []
@@ -398,26 +401,40 @@ class Scheduler(Placement):
                         else q.POD_DELETE)
 
     def _deferring(self, sink: Callable[..., None], *args: Any) -> bool:
-        """Whether a cluster event arrives on the scheduling thread during a cycle - one the
-        cycle caused (an in-process extender's write, a victim deleted, a status written) -
-        and is kept for after the cycle (:meth:`_deliver_deferred`), as an informer delivers
-        a write asynchronously, not inside the call that made it. Events from other threads
-        (binding cycles, an informer's) arrive at once, a cycle running or not."""
-        if self._cycle_thread != threading.get_ident():
-            return False
-        self._deferred.append((sink, args))
-        return True
+        """Whether a cluster event is kept for later (:meth:`_deliver_deferred`) rather than
+        delivered now: one arriving on the scheduling thread during a cycle - one the cycle
+        caused (an in-process extender's write, a victim deleted, a status written) -, as an
+        informer delivers a write asynchronously, not inside the call that made it; and, while
+        any is kept, one from another thread (a binding cycle's, an informer's) too, behind
+        them: an informer delivers each object's events in order, and an older copy of a pod
+        delivered after a newer one would bring back what the newer one changed (a bound pod
+        pending again, a deleted one running). Otherwise events from other threads arrive at
+        once, a cycle running or not."""
+        me = threading.get_ident()
+        with self._deferral:
+            if me == self._draining:
+                return False
+            if me == self._cycle_thread or self._deferred or self._draining is not None:
+                self._deferred.append((sink, args))
+                return True
+        return False
 
     def _deliver_deferred(self) -> None:
-        """The events the last cycle caused (:meth:`_deferring`), in order, after it; a
-        malformed object is skipped with a warning, as the cluster does."""
-        while self._deferred:
-            events, self._deferred = self._deferred, []
-            for sink, args in events:
-                try:
-                    sink(*args)
-                except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                    log.warning("skipping a malformed object from a scheduling cycle: %s", exc)
+        """The events kept by :meth:`_deferring`, one at a time in arrival order, after the
+        cycle (those other threads add meanwhile included); a malformed object is skipped with
+        a warning, as the cluster does."""
+        me = threading.get_ident()
+        while True:
+            with self._deferral:
+                if not self._deferred:
+                    self._draining = None
+                    return
+                self._draining = me
+                sink, args = self._deferred.popleft()
+            try:
+                sink(*args)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("skipping a malformed object from a scheduling cycle: %s", exc)
 
     def _event(self, event: str) -> None:
         """A cluster event: bump the generation and move the pods it may help (lock held)."""
@@ -506,15 +523,18 @@ class Scheduler(Placement):
             if qp is not None:
                 binding_wait = None
                 self._cycle_thread = threading.get_ident()
+                panic: SchedulerPanic | None = None
                 try:
                     self._schedule_one(qp)
                 except SchedulerPanic as exc:
-                    self._crashed(qp, now, str(exc))
-                    reason = f"crashed: panic: {exc}"
-                    break
+                    panic = exc
                 finally:
                     self._cycle_thread = None
                     self._deliver_deferred()
+                if panic is not None:
+                    self._crashed(qp, now, str(panic))
+                    reason = f"crashed: panic: {panic}"
+                    break
                 cycles += 1
                 if progress and ((progress_every and cycles % progress_every == 0) or
                                  (progress_seconds and time.perf_counter() - last_report >= progress_seconds)):
@@ -649,12 +669,16 @@ class Scheduler(Placement):
         """The cycle of ``qp`` made kube-scheduler panic (:class:`SchedulerPanic`): the process
         ends there, before the cycle records any outcome - so the run ends too (a restarted
         scheduler would pop the same pod and meet the same reply). Binding cycles in flight
-        finish on their threads; the pod stays pending, its trace saying why."""
+        finish on their threads (the extender's binds are its own: they land or fail whatever
+        becomes of the scheduler), and the run returns once they are settled, so that what it
+        reports is what the cluster holds; the pod stays pending, its trace saying why."""
         self._append_cycle(CycleRecord(qp.record.key, qp.attempts, now, "crashed", message=message))
         with self._cond:
             trace = self.traces.get(qp.uid)
             if trace is not None:
                 trace.message = f"kube-scheduler crashed: panic: {message}"
+            while self._binding:
+                self._cond.wait(0.05)
 
     def _nominated_records(self) -> dict[str, list[PodRecord]]:
         return {node: [x.record for x in pods] for node, pods in self.queue.nominated_nodes().items()}

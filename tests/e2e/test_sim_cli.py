@@ -273,3 +273,25 @@ profiles:
     assert report["quota"]["team-b"]["example.com/gpu"]["lent"] == "1"
     text = capsys.readouterr().out
     assert "Quota use per namespace" in text and "team-a     example.com/gpu  1    2    2     1" in text
+
+
+def test_a_run_kube_scheduler_crashes_in_exits_3_with_its_report_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reply the real scheduler panics on ends the run (extender.sim.client.SchedulerPanic);
+    simulate still writes its report, says why on stderr and exits 3 - a CI job running it notices
+    (it exited 0)."""
+    from extender.sim import scheduler as sim_scheduler
+    from extender.sim.client import SchedulerPanic
+
+    real = sim_scheduler.Scheduler._schedule_one
+
+    def schedule_one(self: Any, qp: Any) -> None:
+        if qp.record.key == "ml/urgent":
+            raise SchedulerPanic("runtime error: invalid memory address or nil pointer dereference (test)")
+        real(self, qp)
+
+    monkeypatch.setattr(sim_scheduler.Scheduler, "_schedule_one", schedule_one)
+    assert simulate("--out", str(tmp_path), "--quiet") == 3
+    assert "the emulated kube-scheduler crashed: panic: runtime error" in capsys.readouterr().err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["endReason"].startswith("crashed: panic:")

@@ -549,3 +549,64 @@ def test_a_pod_assumed_after_an_update_in_its_cycle_no_longer_holds_its_old_nomi
     scheduler.run()
     first_q = next(c for c in scheduler.cycles if c.pod == "default/q")
     assert (first_q.outcome, first_q.node) == ("scheduled", "n2"), first_q.message
+
+
+def _sim_entry(**extra: Any) -> dict[str, Any]:
+    return {"urlPrefix": "http://x/", "filterVerb": "filter", "nodeCacheCapable": True, **extra}
+
+
+# Events a cycle causes are held until it ends; an informer delivers each object's events in
+# order, so events from other threads wait behind them (found in a second-look review).
+def test_a_write_in_filter_to_a_pod_that_then_binds_does_not_requeue_the_bound_pod() -> None:
+    """An in-process extender annotates the pod in its filter call and accepts n1: the pod is
+    scheduled once and bound. The annotation's event is held until the cycle is over - but the
+    binding thread's confirmation (nodeName set) arrives before it, and the held event, an
+    older copy of the pod without nodeName, is then delivered after it: the bound pod is added
+    to the queue again as a new pending pod and gets a second scheduling cycle. An informer
+    never delivers an older resourceVersion after a newer one."""
+    cluster = MemoryCluster(cluster_objects([make_node("n1").obj(), make_node("n2").obj()]))
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter":
+            cluster.patch_pod_metadata("default", "p", annotations={"seen": "1"})
+            return {"NodeNames": ["n1"], "Nodes": None, "FailedNodes": {"n2": "no"}, "Error": ""}
+        raise AssertionError(verb)
+
+    scheduler = scheduler_for(cluster, [(_sim_entry(), CallableTransport(handler))], max_virtual_seconds=30)
+    cluster.add_pod(make_pod("p").uid("p").obj())
+    scheduler.run()
+    outcomes = [(c.pod, c.outcome) for c in scheduler.cycles]
+    assert outcomes[0] == ("default/p", "scheduled")
+    assert [o for o in outcomes if o[1] != "skipped"] == [("default/p", "scheduled")], outcomes
+    assert "p" not in scheduler.queue.pods, scheduler.queue.pods.get("p")
+    assert scheduler.bind_failures == 0
+
+
+def test_a_held_event_never_resurrects_a_pod_deleted_meanwhile() -> None:
+    """During a's cycle the extender's filter annotates the running pod "holder" (n1 full), and
+    the informer meanwhile delivers holder's deletion from another thread (at once). The held
+    annotation event - an older copy of holder - is delivered after the deletion and puts holder
+    back into the scheduler cache: its 2 cpus stay taken on n1 for good, and "big", arriving
+    later and fitting only in that room, never schedules."""
+    nodes = [make_node("n1").alloc(cpu="2").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("holder").uid("holder").req(cpu="2").node("n1").obj()]))
+    done: list[bool] = []
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter" and args["Pod"]["metadata"]["name"] == "a" and not done:
+            done.append(True)
+            cluster.patch_pod_metadata("default", "holder", annotations={"seen": "1"})
+            deleter = threading.Thread(target=lambda: cluster.delete_pod("default", "holder"))
+            deleter.start()
+            deleter.join()
+        return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
+
+    scheduler = scheduler_for(cluster, [(_sim_entry(), CallableTransport(handler))], max_virtual_seconds=30)
+    cluster.add_pod(make_pod("a").uid("a").obj())  # requests nothing: fits n1
+    scheduler.at(scheduler.clock.now() + 1, "big arrives",
+                 lambda: cluster.add_pod(make_pod("big").uid("big").req(cpu="2").obj()))
+    scheduler.run()
+    assert cluster.get_pod("default", "holder") is None
+    big = cluster.get_pod("default", "big")
+    assert big is not None and big["spec"].get("nodeName") == "n1", [(c.pod, c.outcome, c.message) for c in scheduler.cycles]
+    assert scheduler.cache.assigned("holder") is None, "holder is gone from the cluster, not from the cache"

@@ -666,3 +666,33 @@ def test_the_full_pass_after_a_failed_nominated_node_sends_the_snapshots_node_ob
     nominated_call, full_call = seen["a"][:2]
     assert [n["metadata"]["name"] for n in nominated_call] == ["n1"]
     assert [n["metadata"].get("labels", {}).get("stamped-by-a") for n in full_call] == [None, None]
+
+
+def _sim_entry(**extra: Any) -> dict[str, Any]:
+    return {"urlPrefix": "http://x/", "filterVerb": "filter", "nodeCacheCapable": True, **extra}
+
+
+def test_a_crash_returns_only_once_the_binding_cycles_in_flight_are_settled() -> None:
+    """"first" is scheduled and its bind (a binder extender) takes 0.3 s of real time; meanwhile
+    "p"'s preempt reply holds a null MetaVictims: the run ends crashed - once the bind in flight
+    is settled, as a normal end waits for it (run() returned at once, and the report said
+    "pending" of a pod the cluster then held bound)."""
+    nodes = [make_node("n1").alloc(cpu="2").obj(), make_node("n2").alloc(cpu="2").obj()]
+    cluster = MemoryCluster(cluster_objects(nodes, [make_pod("low").uid("uid-low").req(cpu="2").node("n1").obj()]))
+    release = threading.Event()
+
+    def handler(verb: str, args: Any) -> Any:
+        if verb == "filter":
+            return {"NodeNames": args["NodeNames"], "Nodes": None, "FailedNodes": {}, "Error": ""}
+        if verb == "preempt":
+            return {"NodeNameToMetaVictims": {"n1": None}}
+        release.wait(0.3)
+        cluster.bind(args["PodNamespace"], args["PodName"], args["PodUID"], args["Node"])
+        return {"Error": ""}
+
+    scheduler = scheduler_for(cluster, [(_sim_entry(preemptVerb="preempt", bindVerb="bind"), CallableTransport(handler))])
+    cluster.add_pod(make_pod("first").uid("first").req(cpu="2").priority(20).obj())  # takes n2
+    cluster.add_pod(make_pod("p").uid("p").req(cpu="2").priority(10).obj())  # fits nowhere: preempts
+    summary = scheduler.run()
+    assert summary.reason.startswith("crashed: panic:")
+    assert (summary.binds, scheduler.traces["first"].state) == (1, "bound")
