@@ -34,15 +34,17 @@ Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. 
 members are placed together when the pass reaches the first of them PreEnqueue admits: those
 with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
 groups interleaved in queue order would each take a part of the room). When the group has a
-PodGroup (``ClusterView.pod_group_spec``) and its members with a seat (or asking for no managed
+PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
+(``QueuePlugins.waits_for_pod_group``: Gang), and its members with a seat (or asking for no managed
 resource) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
 or pending with no scheduling gate left and not being deleted: what Gang's Permit counts - are
 fewer than its ``minMember``, none of them is admitted in this pass: the seats go back to the
 pods behind, no room is made for them, each says ``pod group NS/NAME: N of minMember M members
 have room``, and under StrictFIFO they block what they want, as a pod without room does. (The
 part admitted would hold its capacity, then wait in Gang's Permit, until it timed out.) A group
-with no usable PodGroup - sized by its members' annotation, which only Gang reads - has the
-members with room admitted.
+with no usable PodGroup - sized by its members' annotation, which only Gang reads - or of a
+profile without Gang (nothing waits for the group: its members run as any pods) has the members
+with room admitted.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message - or, kept behind the head under StrictFIFO, that) whenever why is new or
@@ -184,9 +186,11 @@ class Admitter:
             return ungated.get(key, 0) + self.cluster.group_count(*key).assigned
         return count
 
-    def _min_member(self, key: tuple[str, str]) -> int | None:
-        """The minMember of pod group ``key``'s PodGroup; None without one (or a malformed one)."""
-        if not key[1]:
+    def _min_member(self, key: tuple[str, str], pod: PodInfo) -> int | None:
+        """The minMember of pod group ``key``'s PodGroup, ``pod`` one of its members; None without
+        one (or a malformed one), or when ``pod``'s profile does not wait for its group in Permit
+        (no Gang: nothing there counts the group, its members run as any pods)."""
+        if not key[1] or not self.plugins.waits_for_pod_group(pod):
             return None
         spec = self.cluster.pod_group_spec(*key)
         return spec.min_member if spec is not None else None
@@ -270,7 +274,7 @@ class Admitter:
             unit = units.get(key, ())
             if unit and not preempted and key not in booked:
                 rest = unit[unit.index(pod):]  # those not passed yet
-                need = self._min_member(key)
+                need = self._min_member(key, pod)
                 if len(unit) > 1 or need is not None:
                     booked[key] = self._book(rest, others(key))
                 if need is not None:

@@ -591,3 +591,21 @@ def test_a_single_gated_member_is_admitted_only_when_it_completes_the_group() ->
     lifted["spec"]["schedulingGates"] = []
     cluster.add_pod(lifted)
     assert state.admitter.run_once().admitted == ["default/a3"]
+
+
+def held_uids(state: Any) -> list[str]:
+    return sorted(uid for uid, _ in state.engine.handle.reservations.held())
+
+
+def test_a_pod_group_is_held_at_the_gate_only_by_a_profile_that_runs_gang() -> None:
+    """The default profile (PrioritySort, NodeResources, DefaultBinder) has no Gang: nothing waits
+    for the group in Permit, so its PodGroup's minMember is nothing to the gate - two members with
+    room of a PodGroup of minMember 3 are admitted as any pods."""
+    pods = [group_member(f"a{i}", created=f"2026-01-01T00:00:0{i}Z") for i in range(2)]
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods,
+                                            pod_groups=[make_pod_group("a").min_member(3).obj()]))
+    admitter = create_app(config_of(admission={}), source=cluster, clock=FakeClock(),
+                          background=False).extensions["kube_extender"].admitter
+    result = admitter.run_once(full=True)
+    assert result.admitted == ["default/a0", "default/a1"], result
+
