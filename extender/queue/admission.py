@@ -33,7 +33,9 @@ admission hold. A pod a PreEnqueue plugin refused for want of room may make room
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
 members are placed together when the pass reaches the first of them PreEnqueue admits: those
 with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
-groups interleaved in queue order would each take a part of the room). When the group has a
+groups interleaved in queue order would each take a part of the room); a member with a seat is
+evaluated in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod
+between it and the first member (that pod had no room because of the seats). When the group has a
 PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
 (``QueuePlugins.waits_for_pod_group``: Gang), and its members with a seat (or asking for no managed
 resource) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
@@ -235,7 +237,9 @@ class Admitter:
         for pod in gated:
             wants = set(pod.requests)
             key = (pod.namespace, group_of(pod.labels) or "")
-            if self.strategy == "StrictFIFO" and wants & blocked and key not in short:  # not by its own group
+            seated = pod.uid in booked.get(key, {})  # its room was booked ahead of the pods since
+            if self.strategy == "StrictFIFO" and wants & blocked and key not in short and not seated:
+                # not blocked by its own group, nor by a pod behind its group's booked seats
                 kept = self._verdicts.get(pod.uid)
                 if kept is not None and (full or self.plugins.wakes(pod, kept.plugin, changes)):
                     self._stale.add(pod.uid)  # woken while blocked: evaluate it once unblocked
@@ -243,7 +247,7 @@ class Admitter:
                 self._say(pod, BLOCKED)
                 continue
             verdict = self._verdicts.get(pod.uid)
-            if (verdict is not None and not full and pod.uid not in self._stale
+            if (verdict is not None and not full and pod.uid not in self._stale and not seated
                     and not self.plugins.wakes(pod, verdict.plugin, changes)):
                 held[pod.key] = verdict.reason
                 if verdict.plugin == GROUP_SHORT and key not in booked:

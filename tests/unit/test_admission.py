@@ -609,3 +609,20 @@ def test_a_pod_group_is_held_at_the_gate_only_by_a_profile_that_runs_gang() -> N
     result = admitter.run_once(full=True)
     assert result.admitted == ["default/a0", "default/a1"], result
 
+
+def test_strict_fifo_keeps_a_booked_group_whole_around_a_pod_between_its_members() -> None:
+    """Group a (minMember 4) fits exactly on the 4 GPUs; pod y (1 GPU) sits between a0 and a1 in
+    queue order. The group's seats are booked at a0, ahead of y: y has no room and blocks under
+    StrictFIFO, but not the members whose seats were booked before it - all four go, never a0
+    alone (holding a GPU Gang's Permit cannot use)."""
+    members = [group_member(f"a{i}", created=f"2026-01-01T00:00:0{2 * i}Z") for i in range(4)]
+    y = gated("y", 1, 0, "2026-01-01T00:00:01Z")
+    state, cluster = podgroup_world(4, [*members, y], "StrictFIFO")
+    group = [f"default/a{i}" for i in range(4)]
+    result = state.admitter.run_once()
+    assert result.admitted == group and "StrictFIFO" not in result.held["default/y"], result
+    again = state.admitter.run_once()
+    assert again.admitted == [] and "default/y" in again.held, again
+    assert held_uids(state) == [f"u-a{i}" for i in range(4)]
+
+
