@@ -38,7 +38,7 @@ evaluated in this pass whatever its kept verdict, and under StrictFIFO is not bl
 between it and the first member (that pod had no room because of the seats). When the group has a
 PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
 (``QueuePlugins.waits_for_pod_group``: Gang), and its members with a seat (or asking for no managed
-resource) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
+resource; none another controller still gates: kube-scheduler cannot try it) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
 or pending with no scheduling gate left and not being deleted: what Gang's Permit counts - are
 fewer than its ``minMember``, none of them is admitted in this pass: the seats go back to the
 pods behind, no room is made for them, each says ``pod group NS/NAME: N of minMember M members
@@ -282,7 +282,8 @@ class Admitter:
                 if len(unit) > 1 or need is not None:
                     booked[key] = self._book(rest, others(key))
                 if need is not None:
-                    have = len(booked[key]) + sum(1 for m in rest if not m.requests) + past_gate(key)
+                    have = (len(booked[key]) + sum(1 for m in rest if not m.requests and self._only_our_gate(m))
+                            + past_gate(key))
                     if have < need:  # all or nothing: the seats go back to the pods behind
                         booked[key] = {}
                         short[key] = f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
@@ -294,7 +295,7 @@ class Admitter:
             extra = others(key)
             if preempted or not pod.requests:
                 node = ""
-            elif key in booked and pod.uid not in booked[key]:
+            elif key in booked and pod.uid not in booked[key] and self._only_our_gate(pod):
                 node = None  # the room its group has at once went to the members before it
             else:
                 node = self.place(pod, strict=True, extra=extra)
@@ -338,12 +339,14 @@ class Admitter:
         counted, every capacity held counted: only those are admitted (none when they are too
         few for the group's PodGroup minMember: see the module doc), and the seats count against
         the pods behind them in the pass. Admitted one by one, two groups interleaved in queue
-        order would each take a part of the room, and neither could run."""
+        order would each take a part of the room, and neither could run. A member another
+        controller still gates gets no seat: kube-scheduler cannot try it, so it neither holds
+        room nor counts as having it."""
         seats: dict[str, tuple[str, PodInfo]] = {}
         trial: dict[str, list[PodInfo]] = {node: list(pods) for node, pods in (extra or {}).items()}
         for member in unit:
-            if not member.requests:
-                continue
+            if not member.requests or not self._only_our_gate(member):
+                continue  # needs no seat; or kube-scheduler cannot try it yet: it has none
             node = self.place(member, strict=True, extra=trial)
             if node is not None:
                 seats[member.uid] = (node, member)

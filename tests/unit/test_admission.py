@@ -626,3 +626,18 @@ def test_strict_fifo_keeps_a_booked_group_whole_around_a_pod_between_its_members
     assert held_uids(state) == [f"u-a{i}" for i in range(4)]
 
 
+def test_a_member_behind_another_controllers_gate_is_not_counted_as_having_room() -> None:
+    """As test_a_single_gated_member_is_admitted_only_when_it_completes_the_group, but a2 carries
+    the extender's gate too (besides other.io/quota): kube-scheduler cannot try it either way, so
+    it has no seat and a3 is not admitted alone (it would hold a GPU, waiting in Gang's Permit)."""
+    other = group_member("a2", created="2026-01-01T00:00:02Z")
+    other["spec"]["schedulingGates"] = [{"name": "other.io/quota"}, {"name": GATE}]
+    pods = [group_member("a0", at_gate=False, node="n1"), group_member("a1", at_gate=False, node="n1"), other,
+            group_member("a3", created="2026-01-01T00:00:03Z")]
+    state, cluster = podgroup_world(4, pods)
+    result = state.admitter.run_once()
+    assert gates(cluster, "a2")[0] == "other.io/quota"
+    assert result.admitted == [] and held_uids(state) == [], result
+    assert result.held["default/a3"] == "pod group default/a: 3 of minMember 4 members have room", result
+
+
