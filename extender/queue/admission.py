@@ -28,7 +28,8 @@ A pod that PreEnqueue admits but for which no node has room once the holds are c
 gated - unless ``make_room`` (the runtime's preemption at admission: its profile's PostFilter,
 e.g. a quota plugin reclaiming lent capacity) makes room for it, as kube-scheduler's cycle would:
 it is then admitted, nominated to that node, and the nomination holds the room instead of an
-admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
+admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way -
+but a member of a pod group short of its minMember (below) never does: its group is checked first.
 
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
 members are placed together when the pass reaches the first of them PreEnqueue admits: those
@@ -267,6 +268,12 @@ class Admitter:
             # preemption only for a pod kube-scheduler may try once our gate is gone (it neither
             # tries nor preempts for one another controller gates: the room would be held for ever)
             make_room = self.make_room if self._only_our_gate(pod) else None
+            unit = units.get(key, [])
+            rest = unit[unit.index(pod):] if unit else []  # its group's gated members not passed yet
+            if not st.ok and make_room is not None and unit and key not in booked:
+                need = self._min_member(key, pod)
+                if need is not None and self._group_seats(key, need, rest, others(key), past_gate)[1] is not None:
+                    make_room = None  # no room is made for a member of a group short of minMember
             preempted = not st.ok and make_room is not None and make_room(pod, st)
             if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
@@ -275,18 +282,14 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            unit = units.get(key, ())
             if unit and not preempted and key not in booked:
-                rest = unit[unit.index(pod):]  # those not passed yet
                 need = self._min_member(key, pod)
-                if len(unit) > 1 or need is not None:
-                    booked[key] = self._book(rest, others(key))
                 if need is not None:
-                    have = (len(booked[key]) + sum(1 for m in rest if not m.requests and self._only_our_gate(m))
-                            + past_gate(key))
-                    if have < need:  # all or nothing: the seats go back to the pods behind
-                        booked[key] = {}
-                        short[key] = f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
+                    booked[key], why = self._group_seats(key, need, rest, others(key), past_gate)
+                    if why is not None:  # all or nothing: the seats go back to the pods behind
+                        short[key] = why
+                elif len(unit) > 1:
+                    booked[key] = self._book(rest, others(key))
             if key in short:
                 self._hold_short(pod, short[key], held)
                 if self.strategy == "StrictFIFO":
@@ -352,6 +355,20 @@ class Admitter:
                 seats[member.uid] = (node, member)
                 trial.setdefault(node, []).append(member)
         return seats
+
+    def _group_seats(self, key: tuple[str, str], need: int, rest: list[PodInfo],
+                     extra: Mapping[str, Sequence[PodInfo]] | None,
+                     past_gate: Callable[[tuple[str, str]], int],
+                     ) -> tuple[dict[str, tuple[str, PodInfo]], str | None]:
+        """All or nothing for pod group ``key`` of minMember ``need``: the seats of ``rest`` (its
+        gated members not passed yet, ``_book``) and None when those with a seat, or asking for
+        no managed resource (and gated by no other controller), plus those past the gate
+        reach ``need``; else no seats and why the group is short."""
+        seats = self._book(rest, extra)
+        have = len(seats) + sum(1 for m in rest if not m.requests and self._only_our_gate(m)) + past_gate(key)
+        if have < need:
+            return {}, f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
+        return seats, None
 
     def _hold_short(self, pod: PodInfo, reason: str, held: dict[str, str]) -> None:
         """Keep a member of a pod group short of room at the gate."""

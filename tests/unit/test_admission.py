@@ -641,3 +641,23 @@ def test_a_member_behind_another_controllers_gate_is_not_counted_as_having_room(
     assert result.held["default/a3"] == "pod group default/a: 3 of minMember 4 members have room", result
 
 
+def test_no_room_is_made_for_a_member_of_a_group_that_can_never_fit() -> None:
+    """Group a: minMember 8 of 1 GPU each, on one 4-GPU node full of a low-priority victim. a0 is
+    refused by NodeResources' PreEnqueue and the profile preempts (ManagedPreemption), but the
+    group is short (at most 4 of 8 could run): nothing is evicted and nothing admitted."""
+    from test_gang import gang_state
+
+    members = []
+    for i in range(8):
+        pod = group_member(f"a{i}", created=f"2026-01-01T00:00:0{i}Z")
+        pod["spec"]["priority"] = 100
+        members.append(pod)
+    victim = make_pod("victim").uid("u-victim").req(gpu=4).priority(0).node("n1").obj()
+    state, cluster = gang_state({"n1": 4}, [*members, victim], clock=FakeClock(),
+                                pod_groups=[make_pod_group("a").min_member(8).obj()],
+                                points={"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
+    result = state.admitter.run_once()
+    assert not result.admitted and cluster.get_pod("default", "victim") is not None, result
+    assert "no node has enough free example.com/gpu" in result.held["default/a0"], result
+
+
