@@ -34,20 +34,23 @@ but a member of a pod group short of its minMember (below) never does: its group
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
 members are placed together when the pass reaches the first of them PreEnqueue admits: those
 with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
-groups interleaved in queue order would each take a part of the room); a member with a seat is
+groups interleaved in queue order would each take a part of the room). A member with a seat is
 evaluated in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod
-between it and the first member (that pod had no room because of the seats). When the group has a
-PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
-(``QueuePlugins.waits_for_pod_group``: Gang), and its members with a seat (or asking for no managed
-resource; none another controller still gates: kube-scheduler cannot try it) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
-or pending with no scheduling gate left and not being deleted: what Gang's Permit counts - are
-fewer than its ``minMember``, none of them is admitted in this pass: the seats go back to the
-pods behind, no room is made for them, each says ``pod group NS/NAME: N of minMember M members
-have room``, and under StrictFIFO they block what they want, as a pod without room does. (The
-part admitted would hold its capacity, then wait in Gang's Permit, until it timed out.) A group
-with no usable PodGroup - sized by its members' annotation, which only Gang reads - or of a
-profile without Gang (nothing waits for the group: its members run as any pods) has the members
-with room admitted.
+between it and the first member (that pod had no room because of the seats); a member another
+controller still gates gets no seat (kube-scheduler cannot try it). When the group has a
+PodGroup (``ClusterView.pod_group_spec``) and the member's profile waits for the group in Permit
+(``QueuePlugins.waits_for_pod_group``: Gang), the members that can run must reach its
+``minMember``: those with a seat or asking for no managed resource, plus those past the gate -
+on a node, bound or assumed (``ClusterView.group_count``), or pending with no scheduling gate
+left and not being deleted (what Gang's Permit counts) and either holding room (an admission
+hold, a reservation's slot, a nomination) or fitting where the others leave room (they are
+placed before the seats are booked). Else none of them is admitted in this pass: the seats go
+back to the pods behind, no room is made for them (the check comes before preemption), each
+says ``pod group NS/NAME: N of minMember M members have room``, and under StrictFIFO they block
+what they want, as a pod without room does. (The part admitted would hold its capacity, then
+wait in Gang's Permit, until it timed out.) A group with no usable PodGroup - sized by its
+members' annotation, which only Gang reads - or of a profile without Gang (nothing waits for the
+group: its members run as any pods) has the members with room admitted.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message - or, kept behind the head under StrictFIFO, that) whenever why is new or
@@ -170,23 +173,33 @@ class Admitter:
                                           for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
         return self.plugins.sort(pods)
 
-    def _past_gate(self, pending: Sequence[PodInfo]) -> Callable[[tuple[str, str]], int]:
+    def _past_gate(self, pending: Sequence[PodInfo]) -> Callable[[tuple[str, str]], tuple[int, list[PodInfo]]]:
         """Per pod group: its members past the gate, as Gang counts them towards minMember - on a
         node (bound or assumed: ``group_count``'s ``assigned``), or pending with no scheduling gate
-        left and not being deleted (kube-scheduler may try them). ``pending`` is read once, at the
-        first group asked about."""
-        ungated: dict[tuple[str, str], int] | None = None
+        left and not being deleted (kube-scheduler may try them) - as (those sure of their room:
+        on a node, or pending with room held for them - an admission hold, a reservation's slot
+        planned for or claimed by them, a nomination; the pending ones holding nothing, whose
+        room is to be found). ``pending`` is read once, at the first group asked about."""
+        ungated: dict[tuple[str, str], tuple[int, list[PodInfo]]] | None = None
 
-        def count(key: tuple[str, str]) -> int:
+        def count(key: tuple[str, str]) -> tuple[int, list[PodInfo]]:
             nonlocal ungated
             if ungated is None:
                 ungated = {}
+                holding = {uid for uid, _ in self.reservations.held()}
+                holding.update(p.uid for _, p in self.queue.nominator.nominations())
                 for p in pending:
                     name = group_of(p.labels)
                     if (name is not None and not p.deleting and not (p.raw.get("spec") or {}).get("schedulingGates")
                             and self.cluster.pod(p.uid) is None):  # an assumed one is counted as assigned
-                        ungated[(p.namespace, name)] = ungated.get((p.namespace, name), 0) + 1
-            return ungated.get(key, 0) + self.cluster.group_count(*key).assigned
+                        sure, loose = ungated.get((p.namespace, name), (0, []))
+                        if p.uid in holding or not p.requests:
+                            sure += 1
+                        else:
+                            loose.append(p)
+                        ungated[(p.namespace, name)] = (sure, loose)
+            sure, loose = ungated.get(key, (0, []))
+            return sure + self.cluster.group_count(*key).assigned, loose
         return count
 
     def _min_member(self, key: tuple[str, str], pod: PodInfo) -> int | None:
@@ -289,7 +302,7 @@ class Admitter:
                     if why is not None:  # all or nothing: the seats go back to the pods behind
                         short[key] = why
                 elif len(unit) > 1:
-                    booked[key] = self._book(rest, others(key))
+                    booked[key], _ = self._book(rest, others(key))
             if key in short:
                 self._hold_short(pod, short[key], held)
                 if self.strategy == "StrictFIFO":
@@ -336,7 +349,8 @@ class Admitter:
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
 
-    def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None) -> dict[str, tuple[str, PodInfo]]:
+    def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None,
+              loose: Sequence[PodInfo] = ()) -> tuple[dict[str, tuple[str, PodInfo]], int]:
         """Seats for the gated members of one pod group (``unit``, in queue order) that have room
         at once - each placed with the ones before it and ``extra`` (other groups' seats)
         counted, every capacity held counted: only those are admitted (none when they are too
@@ -344,9 +358,17 @@ class Admitter:
         the pods behind them in the pass. Admitted one by one, two groups interleaved in queue
         order would each take a part of the room, and neither could run. A member another
         controller still gates gets no seat: kube-scheduler cannot try it, so it neither holds
-        room nor counts as having it."""
+        room nor counts as having it. ``loose`` (members past the gate holding no room) are
+        placed first, as kube-scheduler may place them ahead of the gated ones; the second value
+        is how many of them fit."""
         seats: dict[str, tuple[str, PodInfo]] = {}
         trial: dict[str, list[PodInfo]] = {node: list(pods) for node, pods in (extra or {}).items()}
+        fit = 0
+        for member in loose:
+            node = self.place(member, strict=True, extra=trial)
+            if node is not None:
+                fit += 1
+                trial.setdefault(node, []).append(member)
         for member in unit:
             if not member.requests or not self._only_our_gate(member):
                 continue  # needs no seat; or kube-scheduler cannot try it yet: it has none
@@ -354,18 +376,19 @@ class Admitter:
             if node is not None:
                 seats[member.uid] = (node, member)
                 trial.setdefault(node, []).append(member)
-        return seats
+        return seats, fit
 
     def _group_seats(self, key: tuple[str, str], need: int, rest: list[PodInfo],
                      extra: Mapping[str, Sequence[PodInfo]] | None,
-                     past_gate: Callable[[tuple[str, str]], int],
+                     past_gate: Callable[[tuple[str, str]], tuple[int, list[PodInfo]]],
                      ) -> tuple[dict[str, tuple[str, PodInfo]], str | None]:
         """All or nothing for pod group ``key`` of minMember ``need``: the seats of ``rest`` (its
         gated members not passed yet, ``_book``) and None when those with a seat, or asking for
-        no managed resource (and gated by no other controller), plus those past the gate
-        reach ``need``; else no seats and why the group is short."""
-        seats = self._book(rest, extra)
-        have = len(seats) + sum(1 for m in rest if not m.requests and self._only_our_gate(m)) + past_gate(key)
+        no managed resource (and gated by no other controller), plus those past the gate with
+        room reach ``need``; else no seats and why the group is short."""
+        sure, loose = past_gate(key)
+        seats, fit = self._book(rest, extra, loose)
+        have = len(seats) + sum(1 for m in rest if not m.requests and self._only_our_gate(m)) + sure + fit
         if have < need:
             return {}, f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
         return seats, None

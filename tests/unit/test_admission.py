@@ -661,3 +661,14 @@ def test_no_room_is_made_for_a_member_of_a_group_that_can_never_fit() -> None:
     assert "no node has enough free example.com/gpu" in result.held["default/a0"], result
 
 
+def test_members_past_the_gate_count_only_when_they_have_room() -> None:
+    """PodGroup a (minMember 3), 1-GPU members, one 2-GPU node where another pod uses 1 GPU: a0 and
+    a1 are past the gate but pending and hold nothing (kube-scheduler found no room), a2 is gated.
+    The group needs 3 GPUs and 1 is free: a2 is not admitted, and y behind it, which fits, is."""
+    pods = [group_member("a0", at_gate=False), group_member("a1", at_gate=False),
+            group_member("a2", created="2026-01-01T00:00:02Z"), gated("y", 1, 0, "2026-01-01T00:00:09Z"),
+            make_pod("running").uid("u-running").req(gpu=1).node("n1").obj()]
+    state, cluster = podgroup_world(2, pods, min_member=3)
+    result = state.admitter.run_once()
+    assert result.admitted == ["default/y"], f"{result}; held {held_uids(state)}"
+    assert result.held["default/a2"] == "pod group default/a: 1 of minMember 3 members have room", result
