@@ -28,8 +28,7 @@ A pod that PreEnqueue admits but for which no node has room once the holds are c
 gated - unless ``make_room`` (the runtime's preemption at admission: its profile's PostFilter,
 e.g. a quota plugin reclaiming lent capacity) makes room for it, as kube-scheduler's cycle would:
 it is then admitted, nominated to that node, and the nomination holds the room instead of an
-admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way -
-but a member of a pod group short of its minMember (below) never does: its group is checked first.
+admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
 members are placed together when the pass reaches the first of them PreEnqueue admits: those
@@ -38,14 +37,17 @@ groups interleaved in queue order would each take a part of the room). A member 
 evaluated in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod
 between it and the first member (that pod had no room because of the seats); a member another
 controller still gates gets no seat (kube-scheduler cannot try it). When the group has a
-PodGroup (``ClusterView.pod_group_spec``) and the member's profile waits for the group in Permit
-(``QueuePlugins.waits_for_pod_group``: Gang), the members that can run must reach its
+PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
+(``QueuePlugins.waits_for_pod_group``: Gang) and cannot make room (no ``make_room`` for it: a
+profile that preempts makes room for its members one by one, as kube-scheduler's PostFilter
+would - judged by the room free now, a group that fits once victims leave would never be let
+in, so there a group may be admitted in part while preemption frees its room), the members that can run must reach its
 ``minMember``: those with a seat or asking for no managed resource, plus those past the gate -
 on a node, bound or assumed (``ClusterView.group_count``), or pending with no scheduling gate
 left and not being deleted (what Gang's Permit counts) and either holding room (an admission
 hold, a reservation's slot, a nomination) or fitting where the others leave room (they are
 placed before the seats are booked). Else none of them is admitted in this pass: the seats go
-back to the pods behind, no room is made for them (the check comes before preemption), each
+back to the pods behind, each
 says ``pod group NS/NAME: N of minMember M members have room``, and under StrictFIFO they block
 what they want, as a pod without room does. (The part admitted would hold its capacity, then
 wait in Gang's Permit, until it timed out.) A group with no usable PodGroup - sized by its
@@ -283,10 +285,6 @@ class Admitter:
             make_room = self.make_room if self._only_our_gate(pod) else None
             unit = units.get(key, [])
             rest = unit[unit.index(pod):] if unit else []  # its group's gated members not passed yet
-            if not st.ok and make_room is not None and unit and key not in booked:
-                need = self._min_member(key, pod)
-                if need is not None and self._group_seats(key, need, rest, others(key), past_gate)[1] is not None:
-                    make_room = None  # no room is made for a member of a group short of minMember
             preempted = not st.ok and make_room is not None and make_room(pod, st)
             if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
@@ -296,7 +294,10 @@ class Admitter:
                     blocked |= wants
                 continue
             if unit and not preempted and key not in booked:
-                need = self._min_member(key, pod)
+                # all or nothing only where no room can be made: a profile that preempts makes
+                # room for its members one by one, as kube-scheduler's PostFilter would - judged
+                # by the room free now, a group that fits once victims leave would never be let in
+                need = None if make_room is not None and self.plugins.preempts(pod) else self._min_member(key, pod)
                 if need is not None:
                     booked[key], why = self._group_seats(key, need, rest, others(key), past_gate)
                     if why is not None:  # all or nothing: the seats go back to the pods behind

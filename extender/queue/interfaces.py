@@ -78,7 +78,11 @@ class QueuePlugins(Protocol):
     def waits_for_pod_group(self, pod: PodInfo) -> bool:
         """Does ``pod``'s profile hold a pod group's members in Permit until its PodGroup's
         minMember of them are waiting or bound (Gang)? Only then does admission admit the
-        group all or nothing."""
+        group all or nothing (and only when it cannot make room for it: ``preempts``)."""
+
+    def preempts(self, pod: PodInfo) -> bool:
+        """May ``pod``'s profile make room for it (PostFilter plugins, and the pod's
+        ``preemptionPolicy`` is not ``Never``)?"""
 
 
 class Place(Protocol):

@@ -60,3 +60,8 @@ class Profiles:
         ``WAITS_FOR_POD_GROUP = True``, Gang) that it holds a pod group's members until its
         PodGroup's minMember of them are waiting or bound."""
         return any(getattr(p, "WAITS_FOR_POD_GROUP", False) for p in self.framework_for(pod).permit_plugins)
+
+    def preempts(self, pod: PodInfo) -> bool:
+        """Whether ``pod``'s profile may make room for it: PostFilter plugins, and a
+        ``preemptionPolicy`` other than ``Never`` (as ``Scheduling.make_room`` checks)."""
+        return bool(self.framework_for(pod).post_filter_plugins) and pod.preemption_policy != "Never"

@@ -641,24 +641,75 @@ def test_a_member_behind_another_controllers_gate_is_not_counted_as_having_room(
     assert result.held["default/a3"] == "pod group default/a: 3 of minMember 4 members have room", result
 
 
-def test_no_room_is_made_for_a_member_of_a_group_that_can_never_fit() -> None:
-    """Group a: minMember 8 of 1 GPU each, on one 4-GPU node full of a low-priority victim. a0 is
-    refused by NodeResources' PreEnqueue and the profile preempts (ManagedPreemption), but the
-    group is short (at most 4 of 8 could run): nothing is evicted and nothing admitted."""
-    from test_gang import gang_state
+def _gang_app(nodes: dict[str, int], pods: list[dict], *, pod_groups: list[dict] | None = None,
+             points: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> tuple[Any, MemoryCluster]:
+    cluster = MemoryCluster(cluster_objects([make_node(n).alloc(gpu=g).obj() for n, g in nodes.items()], pods,
+                                            pod_groups=pod_groups))
+    cfg = config_of(**{"admission": {}, **(config or {})},
+                    profiles=[{"schedulerName": "default-scheduler",
+                               "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}, **(points or {})},
+                               "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    return create_app(cfg, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"], cluster
 
-    members = []
-    for i in range(8):
-        pod = group_member(f"a{i}", created=f"2026-01-01T00:00:0{i}Z")
-        pod["spec"]["priority"] = 100
-        members.append(pod)
+
+def _member(name: str, gpus: int, *, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
+           gated: bool = True, node: str | None = None, group: str = "a") -> dict[str, Any]:
+    b = make_pod(name).uid(f"u-{name}").req(gpu=gpus).priority(priority).labels(**{GROUP_LABEL: group}).created(created)
+    if node:
+        b = b.node(node)
+    obj = b.obj()
+    if gated:
+        obj["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    return obj
+
+
+def test_a_gang_that_fits_only_by_preemption_is_admitted() -> None:
+    """PodGroup a (minMember 2), two 2-GPU members of priority 100, gated; n1 (4 GPUs) is full of
+    a priority-0 pod. Preemption at admission evicts it and the whole group runs, as
+    kube-scheduler's DefaultPreemption would for each member (judged all or nothing on the room
+    free before preemption, the group was 'short' and no room was ever made: stuck for good)."""
     victim = make_pod("victim").uid("u-victim").req(gpu=4).priority(0).node("n1").obj()
-    state, cluster = gang_state({"n1": 4}, [*members, victim], clock=FakeClock(),
-                                pod_groups=[make_pod_group("a").min_member(8).obj()],
-                                points={"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
-    result = state.admitter.run_once()
-    assert not result.admitted and cluster.get_pod("default", "victim") is not None, result
-    assert "no node has enough free example.com/gpu" in result.held["default/a0"], result
+    pods = [_member("a0", 2, priority=100), _member("a1", 2, priority=100, created="2026-01-01T00:00:01Z"), victim]
+    state, cluster = _gang_app({"n1": 4}, pods, pod_groups=[make_pod_group("a").min_member(2).obj()], points={"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
+    admitted: list[str] = []
+    for _ in range(3):
+        admitted += state.admitter.run_once(full=True).admitted
+    assert cluster.get_pod("default", "victim") is None, state.admitter.last
+    assert sorted(admitted) == ["default/a0", "default/a1"], state.admitter.last
+
+
+def test_a_gang_within_its_namespaces_min_reclaims_lent_quota_at_admission() -> None:
+    """Namespace b (min 2 GPUs) lent its share: a's x1 and x2 (borrowers) fill n1. PodGroup b/g
+    (minMember 2): two gated 1-GPU members. CapacityQuota's reclaim at admission evicts the
+    borrowers for them (judged all or nothing on the room free before reclaim, the group was
+    'short' and no reclaim ever ran for it)."""
+    from builders import make_elastic_quota
+
+    def borrower(name: str) -> dict[str, Any]:
+        raw = make_pod(name, "a").uid(f"u-{name}").req(gpu=1).node("n1").obj()
+        raw["status"]["startTime"] = "2026-01-01T00:00:00Z"
+        return raw
+
+    def gm(name: str, created: str) -> dict[str, Any]:
+        raw = make_pod(name, "b").uid(f"u-{name}").req(gpu=1).labels(**{GROUP_LABEL: "g"}).created(created).obj()
+        raw["spec"]["schedulingGates"] = [{"name": GATE}]
+        return raw
+
+    cluster = MemoryCluster({**cluster_objects([make_node("n1").alloc(gpu=2).obj()],
+                                               [borrower("x1"), borrower("x2"), gm("p0", "2026-01-01T00:00:00Z"),
+                                                gm("p1", "2026-01-01T00:00:01Z")],
+                                               pod_groups=[make_pod_group("g", "b").min_member(2).obj()]),
+                             "ElasticQuota": [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                                              make_elastic_quota("b", min={"gpu": 2})]})
+    cfg = config_of(admission={}, profiles=[{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+        "enabled": [{"name": "Gang"}, {"name": "CapacityQuota"}]}}}])
+    state = create_app(cfg, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"]
+    admitted: list[str] = []
+    for _ in range(3):
+        admitted += state.admitter.run_once(full=True).admitted
+    alive = {p["metadata"]["name"] for p in cluster.pods()}
+    assert not {"x1", "x2"} & alive, state.admitter.last
+    assert sorted(admitted) == ["b/p0", "b/p1"], state.admitter.last
 
 
 def test_members_past_the_gate_count_only_when_they_have_room() -> None:
