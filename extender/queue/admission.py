@@ -319,7 +319,9 @@ class Admitter:
             booked.get(key, {}).pop(pod.uid, None)  # held (or not) from here on
             if node is None and make_room is not None and make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
-            if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
+            if node and self.reservations.planned_elsewhere(pod.uid, admission_owner(pod.uid)):
+                node = ""  # a plan (Gang's, for its group) holds its room: a hold would count it twice
+            elif node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
                 node = self._hold_where_it_fits(pod, node, extra)
             elif node:
                 node = ""

@@ -723,3 +723,19 @@ def test_members_past_the_gate_count_only_when_they_have_room() -> None:
     result = state.admitter.run_once()
     assert result.admitted == ["default/y"], f"{result}; held {held_uids(state)}"
     assert result.held["default/a2"] == "pod group default/a: 1 of minMember 3 members have room", result
+
+
+def test_gangs_plan_for_its_gated_members_does_not_count_twice_against_them() -> None:
+    """PodGroup a (minMember 3), 1-GPU members, n1 with 3 GPUs: the whole group fits. a0 is past
+    the gate (e.g. a1's and a2's gate removal failed in the pass that admitted all three);
+    kube-scheduler filters a0 and Gang plans a slot for each of a0, a1, a2. The next pass books
+    a1 (a2's planned slot counted against it), then a2 - where a1 was counted twice, by its
+    planned slot and its trial seat: a2 got no seat, and the group was 'short' (2 of 3)."""
+    pods = [_member("a0", 1, gated=False), _member("a1", 1, created="2026-01-01T00:00:01Z"),
+            _member("a2", 1, created="2026-01-01T00:00:02Z")]
+    state, cluster = _gang_app({"n1": 3}, pods, pod_groups=[make_pod_group("a").min_member(3).obj()])
+    assert state.engine.filter(cluster.get_pod("default", "a0"), ["n1"]).feasible == ["n1"]
+    planned = sorted(uid for uid, _ in state.engine.handle.reservations.held())
+    assert planned == ["u-a0", "u-a1", "u-a2"], planned
+    result = state.admitter.run_once(full=True)
+    assert result.admitted == ["default/a1", "default/a2"], result
