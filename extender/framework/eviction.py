@@ -202,8 +202,8 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     instead - its bind fails, Unreserve runs, its reservation is freed -, as kube-scheduler's
     preemption rejects a waiting pod rather than deleting it; it is added to
     ``handle.evictions`` too (going until its failed bind forgets it), never refused, so it comes
-    after the covered pods. One allowed already (the reject does not take: it is being bound) is
-    evicted like the others. Stops at the first refusal and returns how
+    after the covered pods. One allowed already (the reject does not take: it is being bound), or
+    out of the waiting room by then, is evicted like the others. Stops at the first refusal and returns how
     many were evicted or rejected: 0 means nothing was lost and another node may be tried;
     more means pods are gone here already."""
     writer = handle.writer
@@ -211,12 +211,16 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     waiting = {v.uid: w for v in victims if (w := handle.waiting_pods.get(v.uid)) is not None}
     covered = handle.budget_covered(victims).difference(waiting)
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
-        in_permit = waiting.get(victim.uid)
-        if in_permit is not None:
+        in_permit = None
+        if victim.uid in waiting:
+            # recorded going first, then looked up again: a pod still in the waiting room now
+            # leaves it - and its failed bind discards the record - only after this
             handle.evictions.add((victim,), budgeted=False)
-            if in_permit.reject(plugin, f"preempted by pod {preemptor.key} (priority {preemptor.priority})"):
+            in_permit = handle.waiting_pods.get(victim.uid)
+            if in_permit is not None and in_permit.reject(
+                    plugin, f"preempted by pod {preemptor.key} (priority {preemptor.priority})"):
                 log.info("rejected in Permit", extra={"pod": preemptor.key, "victim": victim.key, "node": node})
-            else:  # allowed meanwhile, on its way to be bound: evicted as a bound pod is
+            else:  # allowed, or out of the room meanwhile: evicted as any other victim (kube-scheduler deletes it)
                 handle.evictions.discard(victim.uid)
                 in_permit = None
         if in_permit is None:

@@ -710,3 +710,46 @@ def test_a_victim_rejected_in_permit_that_binds_again_is_no_leaving_pod() -> Non
     assert evicted == {"w"}, (f"w (bound, running on a) is taken for a pod leaving: hi2 nominated={outcome.nominated} "
                               f"evicting nothing; hi2's retry nominated={again.nominated} (held back), going="
                               f"{sorted(engine.handle.evictions.going(engine.cache.snapshot()))}")
+
+
+def test_a_victim_whose_bind_fails_just_before_the_reject_is_not_left_going() -> None:
+    """w waits in Permit on a; hi preempts. Right after evict() finds w in the waiting room, w's
+    bind fails on its own (its Permit rejected it, or timed out): the bind thread unreserves,
+    forgets w and discards it from the evictions - before evict() recorded it, which then
+    recorded w going with nobody left to forget it (bound again, it would count as leaving for
+    as long as it ran). w, out of the room by then, is evicted as any other victim is."""
+    entered = threading.Event()
+
+    def permit() -> tuple[Status, float]:
+        entered.set()
+        return Status.wait(), 30.0
+
+    gate = fake("Gate", {"reserve", "permit"}, [], permit=permit)
+    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
+                            registry=Registry([spec_of(gate)]))
+    room = engine.handle.waiting_pods
+    real_get = room.get
+    result: list[str] = []
+    armed: list[bool] = []
+
+    def get(uid: str) -> Any:
+        found = real_get(uid)
+        if uid == "u-w" and found is not None and armed:
+            armed.clear()  # once: the bind fails first, and its thread ends before evict goes on
+            found.reject("Gate", "rejected by the gate itself")
+            binding.join(5)
+            assert result and result[0].startswith("permit failed"), result
+        return found
+
+    room.get = get  # type: ignore[method-assign]
+    binding = threading.Thread(target=lambda: result.append(engine.bind("default", "w", "u-w", "a")))
+    binding.start()
+    assert entered.wait(5)
+    armed.append(True)
+    assert filter_on(engine, cluster, pending("hi", 2, 100), ["a"]).nominated == "a"
+    assert not armed, "evict never looked w up in the waiting room"
+    assert "u-w" not in engine.handle.evictions.going(engine.cache.snapshot())
+    assert "w" not in names(cluster), "out of the waiting room by then: evicted as any other victim"
