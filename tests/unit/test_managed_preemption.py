@@ -239,25 +239,36 @@ def test_pods_leaving_already_are_the_victims_that_cost_nothing(a_pods: list[tup
     assert before - names(cluster) == evicted
 
 
+def waiting_in_permit(journal: list | None = None, once: bool = False) -> tuple[Any, MemoryCluster, threading.Event]:
+    """An engine whose Gate plugin holds pods in Permit (``once``: only the first, later ones
+    pass), with w (priority 10) pending and top (1000) using half of node a's 4 GPUs; and an
+    Event set when a pod enters Permit."""
+    entered = threading.Event()
+    calls: list[int] = []
+
+    def permit() -> tuple[Status, float]:
+        calls.append(1)
+        if once and len(calls) > 1:
+            return Status(), 0.0
+        entered.set()
+        return Status.wait(), 30.0
+
+    gate = fake("Gate", {"reserve", "permit"}, journal if journal is not None else [], permit=permit)
+    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
+               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
+    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
+                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
+                            registry=Registry([spec_of(gate)]))
+    return engine, cluster, entered
+
+
 def test_a_victim_waiting_in_permit_is_rejected_there_not_evicted() -> None:
     """w (priority 10) is assumed on a and waits in Permit (a Gate plugin) when hi (100) needs
     its room. As kube-scheduler's prepareCandidate does for a waiting pod, w is rejected in
     Permit - its bind fails, Unreserve runs, its reservation is freed - and not evicted: it is
     not bound, there is nothing to evict, and it stays to be scheduled again."""
     journal: list = []
-    entered = threading.Event()
-
-    def permit() -> tuple[Status, float]:
-        entered.set()
-        return Status.wait(), 30.0
-
-    gate = fake("Gate", {"reserve", "permit"}, journal, permit=permit)
-    registry = Registry([spec_of(gate)])
-    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
-               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
-    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
-                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
-                            registry=registry)
+    engine, cluster, entered = waiting_in_permit(journal)
     evicted: list[str] = []
     real_evict = cluster.evict
 
@@ -631,13 +642,7 @@ def test_a_victim_allowed_in_permit_before_the_reject_is_evicted_instead() -> No
     bind thread has woken but not yet left the waiting room, so a reject no longer takes. Such a
     victim is evicted instead (it is about to be bound); it was counted as rejected - a
     Preempted Event, recorded going - and, bound and running, held hi back for ever."""
-    entered = threading.Event()
-    gate = fake("Gate", {"reserve", "permit"}, [], permit=lambda: (entered.set(), (Status.wait(), 30.0))[1])
-    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
-               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
-    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
-                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
-                            registry=Registry([spec_of(gate)]))
+    engine, cluster, entered = waiting_in_permit()
     room = engine.handle.waiting_pods
     woke, leave = threading.Event(), threading.Event()
     real_remove = room.remove
@@ -677,22 +682,7 @@ def test_a_victim_rejected_in_permit_that_binds_again_is_no_leaving_pod() -> Non
     hi2 (100), which needs w's room, is merely nominated to wait for w (Candidate.waits, nothing
     evicted) and from then on is held back ("waiting for earlier victims to terminate") for as
     long as w runs."""
-    entered = threading.Event()
-    calls = []
-
-    def permit() -> tuple[Status, float]:
-        calls.append(1)
-        if len(calls) == 1:
-            entered.set()
-            return Status.wait(), 30.0
-        return Status(), 0.0
-
-    gate = fake("Gate", {"reserve", "permit"}, [], permit=permit)
-    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
-               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
-    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
-                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
-                            registry=Registry([spec_of(gate)]))
+    engine, cluster, entered = waiting_in_permit(once=True)
     result: list[str] = []
     binding = threading.Thread(target=lambda: result.append(engine.bind("default", "w", "u-w", "a")))
     binding.start()
@@ -718,18 +708,7 @@ def test_a_victim_whose_bind_fails_just_before_the_reject_is_not_left_going() ->
     forgets w and discards it from the evictions - before evict() recorded it, which then
     recorded w going with nobody left to forget it (bound again, it would count as leaving for
     as long as it ran). w, out of the room by then, is evicted as any other victim is."""
-    entered = threading.Event()
-
-    def permit() -> tuple[Status, float]:
-        entered.set()
-        return Status.wait(), 30.0
-
-    gate = fake("Gate", {"reserve", "permit"}, [], permit=permit)
-    plugins = {"reserve": {"enabled": [{"name": "Gate"}]}, "permit": {"enabled": [{"name": "Gate"}]},
-               "postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}
-    engine, cluster = setup([make_node("a").alloc(gpu=4).obj()],
-                            [running("top", 2, 1000, "a"), pending("w", 2, 10)], profile_plugins=plugins,
-                            registry=Registry([spec_of(gate)]))
+    engine, cluster, entered = waiting_in_permit()
     room = engine.handle.waiting_pods
     real_get = room.get
     result: list[str] = []
