@@ -31,26 +31,25 @@ it is then admitted, nominated to that node, and the nomination holds the room i
 admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
-members are placed together when the pass reaches the first of them PreEnqueue admits: those
-with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
-groups interleaved in queue order would each take a part of the room). A member with a seat is
-evaluated in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod
-between it and the first member (that pod had no room because of the seats); a member another
-controller still gates gets no seat (kube-scheduler cannot try it). When the group has a
-PodGroup (``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
+members are placed together when the pass reaches the first of them PreEnqueue admits: those with
+room at once get seats, booked ahead of the pods behind them (admitted one by one, two groups
+interleaved in queue order would each take a part of the room). A member with a seat is evaluated
+in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod between it and
+the first member (that pod had no room because of the seats); a member another controller still
+gates gets no seat (kube-scheduler cannot try it). When the group has a PodGroup
+(``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
 (``QueuePlugins.waits_for_pod_group``: Gang) and cannot make room (no ``make_room`` for it: a
-profile that preempts makes room for its members one by one, as kube-scheduler's PostFilter
-would - judged by the room free now, a group that fits once victims leave would never be let
-in, so there a group may be admitted in part while preemption frees its room), the members that can run must reach its
-``minMember``: those with a seat or asking for no managed resource, plus those past the gate -
-on a node, bound or assumed (``ClusterView.group_count``), or pending with no scheduling gate
-left and not being deleted (what Gang's Permit counts) and either holding room (an admission
-hold, a reservation's slot, a nomination) or fitting where the others leave room (they are
-placed before the seats are booked). Else none of them is admitted in this pass: the seats go
-back to the pods behind, each
-says ``pod group NS/NAME: N of minMember M members have room``, and under StrictFIFO they block
-what they want, as a pod without room does. (The part admitted would hold its capacity, then
-wait in Gang's Permit, until it timed out.) A group with no usable PodGroup - sized by its
+profile that preempts makes room for its members one by one, as kube-scheduler's PostFilter would -
+judged by the room free now, a group that fits once victims leave would never be let in, so there a
+group may be admitted in part while preemption frees its room), the members that can run must reach
+its ``minMember``: those with a seat or asking for no managed resource, plus those past the gate -
+on a node, bound or assumed (``ClusterView.group_count``), or pending with no scheduling gate left
+and not being deleted (what Gang's Permit counts) and either holding room (an admission hold, a
+reservation's slot, a nomination) or fitting where the others leave room (they are placed before
+the seats are booked). Else none of them is admitted in this pass: the seats go back to the pods
+behind, each says ``pod group NS/NAME: N of minMember M members have room``, and under StrictFIFO
+they block what they want, as a pod without room does. (The part admitted would hold its capacity,
+then wait in Gang's Permit, until it timed out.) A group with no usable PodGroup - sized by its
 members' annotation, which only Gang reads - or of a profile without Gang (nothing waits for the
 group: its members run as any pods) has the members with room admitted.
 

@@ -87,8 +87,9 @@ class SchedulingCycle(VerbContext):
         """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
         and Score choose it, with every capacity held against it counted (``with_held``;
         ``strict``: its own group's holds too) and the pods of ``extra`` (node -> pods) counted
-        where they are listed, not where a reservation planned them; None when no node has room. PreFilter runs without candidates, so
-        a plugin that plans (Gang) does not plan: this is a question, not a scheduling cycle."""
+        where they are listed, not where a reservation planned them; None when no node has room.
+        PreFilter runs without candidates, so a plugin that plans (Gang) does not plan: this is a
+        question, not a scheduling cycle."""
         fw = self.profiles.framework_for(pod)
         state = CycleState()
         snapshot = self.cache.snapshot()

@@ -52,17 +52,18 @@ class Candidate:
 def victims_on(node: NodeInfo, preemptor: PodInfo, fits: Callable[[NodeInfo], bool],
                generation: Callable[[], int], protected: AbstractSet[str] = frozenset(),
                going: AbstractSet[str] = frozenset()) -> Candidate | None:
-    """The candidate ``node`` is for ``preemptor``, or None when no eviction of lower-priority
-    pods helps. ``fits`` runs the profile's filters on a simulated NodeInfo (counting what is
-    held for nominated pods, as kube-scheduler's dry run does); ``generation`` numbers the
-    simulated NodeInfos (never cached). Pods in ``protected`` (their eviction would violate a
+    """The candidate ``node`` is for ``preemptor``, or None when no eviction of lower-priority pods
+    helps. ``fits`` runs the profile's filters on a simulated NodeInfo (counting what is held for
+    nominated pods, as kube-scheduler's dry run does); ``generation`` numbers the simulated
+    NodeInfos (never cached). Pods in ``protected`` (their eviction would violate a
     PodDisruptionBudget once the more important lower-priority pods' evictions have spent its
-    allowance: ``Handle.pdb_violations`` over them all, by ``importance``) are put back first,
-    so they are victims only when nothing else makes room; lower-priority pods leaving already - deleting, or in ``going`` (evicted, not shown
-    deleting yet) - last, so that they are counted on (``Candidate.waits``) before any pod is
-    evicted, and only when needed. What they free is no earlier preemptor's to keep from a pod
-    that outranks it: the earlier preemptor's nomination is counted by ``fits`` against pods of
-    its priority or lower. ``pdb_violations`` is left for the caller to count."""
+    allowance: ``Handle.pdb_violations`` over them all, by ``importance``) are put back first, so
+    they are victims only when nothing else makes room; lower-priority pods leaving already -
+    deleting, or in ``going`` (evicted, not shown deleting yet) - last, so that they are counted on
+    (``Candidate.waits``) before any pod is evicted, and only when needed. What they free is no
+    earlier preemptor's to keep from a pod that outranks it: the earlier preemptor's nomination is
+    counted by ``fits`` against pods of its priority or lower. ``pdb_violations`` is left for the
+    caller to count."""
     lower = [p for p in node.pods.values() if p.priority < preemptor.priority]
     if not lower:
         return None
