@@ -161,8 +161,18 @@ class _QuotaCollector(Collector):
     def __init__(self, report: Callable[[], QuotaReport]) -> None:
         self._report = report
 
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The families, without reading the report (registration asks: no plugin code runs then)."""
+        for field, help_text in self.FIELDS:
+            yield GaugeMetricFamily(f"kube_extender_quota_{field}", help_text, labels=["namespace", "resource"])
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        report = self._report()
+        """The report's figures; none when it raises (logged by the report): every other
+        family of /metrics is still served."""
+        try:
+            report = self._report()
+        except Exception:  # noqa: BLE001 - a quota plugin's bug must not take /metrics down
+            return
         for field, help_text in self.FIELDS:
             family = GaugeMetricFamily(f"kube_extender_quota_{field}", help_text, labels=["namespace", "resource"])
             for namespace, per in report.items():

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Mapping
 
 from flask import Flask, Response, request
@@ -22,6 +23,21 @@ from extender.framework.interfaces import CapacityReporter, QuotaReporter
 from extender.framework.resources import format_milli
 from extender.metrics import Metrics
 from extender.runtime.engine import Engine
+
+
+log = logging.getLogger(__name__)
+
+
+class ReporterFailed(Exception):
+    """A plugin's reporter hook (``quota_report``) raised; the message names the plugin."""
+
+
+def failed(plugin: Any, hook: str, exc: Exception) -> str:
+    """Log a reporter hook's exception and say which plugin failed where, as the runtime says it
+    of an extension point."""
+    text = f"plugin {getattr(plugin, 'name', type(plugin).__name__)} failed in {hook}: {type(exc).__name__}: {exc}"
+    log.error(text, exc_info=exc)
+    return text
 
 
 def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable[[], tuple[bool, str]],
@@ -48,8 +64,15 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
         quota_plugins += [p for p in fw.filter_plugins if isinstance(p, QuotaReporter) and p not in quota_plugins]
 
     def quota_report() -> dict[str, Any]:
-        """The first quota plugin's report (profiles share the cluster, so one is enough)."""
-        return dict(quota_plugins[0].quota_report()) if quota_plugins else {}
+        """The first quota plugin's report (profiles share the cluster, so one is enough). Raises
+        ``ReporterFailed`` naming the plugin when its ``quota_report`` raises."""
+        if not quota_plugins:
+            return {}
+        plugin = quota_plugins[0]
+        try:
+            return dict(plugin.quota_report())
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug: named, never a bare 500 or a dead /metrics
+            raise ReporterFailed(failed(plugin, "quota_report", exc)) from exc
 
     if quota_plugins:
         metrics.watch_quotas(quota_report)
@@ -61,7 +84,11 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
         totals.update({r: (0, v) for r, v in info.requested.items() if r not in totals})
         devices: list[dict[str, Any]] = []
         for plugin in reporters:
-            capacity = plugin.node_capacity(info)
+            try:
+                capacity = plugin.node_capacity(info)
+            except Exception as exc:  # noqa: BLE001 - a plugin's bug: the view says so, the others stand
+                devices.append({"plugin": plugin.name, "error": failed(plugin, "node_capacity", exc)})
+                continue
             if capacity is not None:
                 totals.update(capacity.resources)
                 devices.append({"plugin": plugin.name, "source": capacity.source,
@@ -119,14 +146,20 @@ def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable
         max_nodes = int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 200
         body["verdicts"] = {verb: v.as_dict(max_nodes) for verb, v in (verdicts or {}).items()}
         if pending is not None and quota_plugins:
-            body["quota"] = quota_plugins[0].quota_verdict(pending) or "within its namespace's quota"
+            try:
+                body["quota"] = quota_plugins[0].quota_verdict(pending) or "within its namespace's quota"
+            except Exception as exc:  # noqa: BLE001 - a plugin's bug: named in the answer
+                body["quota"] = failed(quota_plugins[0], "quota_verdict", exc)
         return json_response(body)
 
     @app.get("/debug/quota")
     def debug_quota() -> Response:
         def amount(v: int | None) -> str | None:
             return None if v is None else format_milli(v)
-        report = quota_report()
+        try:
+            report = quota_report()
+        except ReporterFailed as exc:
+            return json_response(error_payload("internal error", str(exc)), 500)
         return json_response({"enabled": bool(quota_plugins), "namespaces": {
             ns: {r: {k: amount(v) for k, v in values.items()} for r, values in per.items()}
             for ns, per in report.items()}})

@@ -188,3 +188,48 @@ def test_the_preempt_verb_keeps_no_candidate_for_a_pod_its_prefilter_finds_unres
     h = PluginHarness(refuser, nodes=[make_node("a").alloc(gpu=2).obj()], pods=[low],
                       plugins={"multiPoint": {"enabled": [{"name": "ManagedPreemption"}, {"name": "Refuser"}]}})
     assert h.preempt(make_pod("p").req(gpu=2).priority(100).obj()) == {}  # before: {"a": ["default/low"]}
+
+
+def _boom(*_: Any) -> Any:
+    raise RuntimeError("boom")
+
+
+def _quota_reporter(fail_after: int) -> PluginSpec:
+    """A quota plugin whose report raises from its ``fail_after``+1-th call on."""
+    calls: list[int] = []
+
+    def report(self: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) > fail_after:
+            raise RuntimeError("boom")
+        return {}
+
+    return spec_of("BadQuota", filter=lambda self, s, p, n: SUCCESS, quota_report=report,
+                   quota_verdict=lambda self, pod: _boom())
+
+
+@pytest.mark.parametrize("fail_after", [0, 1], ids=["from-start-up", "later"])
+def test_a_raising_quota_reporter_takes_down_neither_start_up_nor_metrics(fail_after: int) -> None:
+    """The quota gauges are read at registration (start-up) and at each scrape: a quota_report
+    that raises stopped the app from being built (a bare traceback), or made every /metrics a
+    500. The other families are still served, and the debug views name the plugin."""
+    h = PluginHarness(_quota_reporter(fail_after), nodes=NODES)
+    h.app.testing = False
+    client = h.app.test_client()
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and "kube_extender_requests" in metrics.get_data(as_text=True)
+    quota = client.get("/debug/quota")
+    assert quota.status_code == 500 and "plugin BadQuota failed in quota_report" in quota.get_json()["message"]
+    h.add(make_pod("p").req(gpu=1).obj())
+    client.post("/scheduler/filter", json={"Pod": make_pod("p").req(gpu=1).obj(), "NodeNames": ["a"]})
+    pod = client.get("/debug/pods/default/p")
+    assert pod.status_code == 200 and "plugin BadQuota failed in quota_verdict" in pod.get_json()["quota"]
+
+
+def test_a_raising_capacity_reporter_is_named_in_the_snapshot_view() -> None:
+    h = PluginHarness(spec_of("BadCapacity", filter=lambda self, s, p, n: SUCCESS, node_capacity=_boom), nodes=NODES)
+    h.app.testing = False
+    reply = h.app.test_client().get("/debug/snapshot")
+    assert reply.status_code == 200
+    (devices,) = {str(n.get("devices")) for n in reply.get_json()["nodes"]}
+    assert "plugin BadCapacity failed in node_capacity: RuntimeError: boom" in devices
