@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Mapping
 
 from flask import Flask, Response, request
@@ -23,9 +22,8 @@ from extender.framework.interfaces import CapacityReporter, QuotaReporter
 from extender.framework.resources import format_milli
 from extender.metrics import Metrics
 from extender.runtime.engine import Engine
+from extender.runtime.framework import _crash
 
-
-log = logging.getLogger(__name__)
 
 
 class ReporterFailed(Exception):
@@ -33,11 +31,9 @@ class ReporterFailed(Exception):
 
 
 def failed(plugin: Any, hook: str, exc: Exception) -> str:
-    """Log a reporter hook's exception and say which plugin failed where, as the runtime says it
-    of an extension point."""
-    text = f"plugin {getattr(plugin, 'name', type(plugin).__name__)} failed in {hook}: {type(exc).__name__}: {exc}"
-    log.error(text, exc_info=exc)
-    return text
+    """Log a reporter hook's exception and say which plugin failed where - the runtime's message
+    for a plugin failing at an extension point."""
+    return _crash(getattr(plugin, "name", type(plugin).__name__), hook, exc).message
 
 
 def register_debug(app: Flask, engine: Engine, metrics: Metrics, ready: Callable[[], tuple[bool, str]],
