@@ -25,7 +25,6 @@ from extender.runtime.engine import Engine
 from extender.runtime.framework import _crash
 
 
-
 class ReporterFailed(Exception):
     """A plugin's reporter hook (``quota_report``) raised; the message names the plugin."""
 
