@@ -11,8 +11,15 @@ A second small run is one quota tide, which must reclaim by eviction."""
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
+from extender.testing.fakeapi import builders
+from extender.testing.fakeapi.fixtures import api, api_client, core  # noqa: F401 - pytest fixtures
 from extender.testing.harness.soak import VIOLATION_KINDS, SoakSpec, run_soak
+
+# A run may stall while the faults go on - the last pods' retries meeting a replica killed or a
+# Binding failed, again and again -; the feasible pods left must then resolve once they stop.
+ENDED = ("all resolved", "stalled, resolved once the faults stopped")
 
 SMALL = SoakSpec(pods=160, nodes=6, runtime=(0.5, 2.0), kill_every=5.0, restart_after=2.0, handover_every=11.0,
                  fault_rate=2.0, stall_timeout=30.0, timeout=150.0, tide_every=0.0, seed=3)
@@ -21,12 +28,17 @@ TIDE = SoakSpec(pods=90, nodes=4, arrival_rate=15.0, runtime=(0.5, 2.0), kill_ev
                 tide_borrow=0.875, stall_timeout=30.0, timeout=120.0, seed=5)
 
 
+def bind(core: client.CoreV1Api, pod: str, node: str) -> int:  # noqa: F811
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name=pod), target=client.V1ObjectReference(kind="Node", name=node))
+    return int(core.create_namespaced_pod_binding(pod, "default", body, _preload_content=False).status)
+
+
 @pytest.mark.slow
 def test_a_small_soak_breaks_no_invariant() -> None:
     result = run_soak(SMALL)
     assert result.action_errors == []
     assert result.violations == {kind: [] for kind in VIOLATION_KINDS}
-    assert result.reason == "all resolved"
+    assert result.reason in ENDED
     assert result.kills >= 1 and result.restarts >= 1 and result.failovers >= 1
     assert sum(result.faults.values()) > 0
     assert result.groups["complete"] > 0 and result.outcomes[("preemptor", "bound")] > 0
@@ -40,7 +52,7 @@ def test_a_tide_of_borrowers_is_reclaimed_from_under_faults() -> None:
     result = run_soak(TIDE)
     assert result.action_errors == []
     assert result.violations == {kind: [] for kind in VIOLATION_KINDS}
-    assert result.reason == "all resolved"
+    assert result.reason in ENDED
     assert result.quota_evictions >= 1 and result.borrowed_peak["ml-a"] > 0
     # every reclaim pod is bound: one bound and later preempted by a pod of higher priority (the
     # "preemption" check above holds every Preempted Event to that) was reclaimed all the same
@@ -51,7 +63,6 @@ def test_a_tide_of_borrowers_is_reclaimed_from_under_faults() -> None:
 def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_long() -> None:
     """The soak's ``quota`` check on its own, fed Pod writes: 6 nodes x 8 GPUs, so each namespace
     has its min and max: ml-a 18 and 42 GPUs, ml-b 30 and 36."""
-    from extender.testing.fakeapi import builders
     from extender.testing.harness.soak import RECLAIM_WITHIN, _QuotaWatch
 
     clock = [0.0]
@@ -78,3 +89,35 @@ def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_
     watch.finish()
     assert len(watch.violations) == 2 and watch.stretches == [RECLAIM_WITHIN + 1, 5.0]
     assert watch.borrowed_peak == {"ml-a": 0, "ml-b": 7}
+
+
+@pytest.mark.parametrize("kind", ["binding-500", "binding-409", "binding-disconnect"])
+def test_a_binding_fault_lapses_when_no_binding_comes_in_its_window(api, core, kind) -> None:  # noqa: F811
+    """A fault waits for its request FAULT_WINDOW seconds, not for ever: the faults of a stream
+    that outlived the traffic piled up, and every Binding of the last pod met one."""
+    from extender.testing.harness.soak import FAULT_WINDOW, _Soak
+
+    class Timeline:
+        api: object
+
+        def __init__(self) -> None:
+            self.later: list[tuple[float, object]] = []
+
+        def after(self, seconds: float, fn: object, label: str = "") -> None:
+            self.later.append((seconds, fn))
+
+        def now(self) -> float:
+            return 0.0
+
+    h = Timeline()
+    h.api = api
+    soak = _Soak(SMALL, h, [])  # type: ignore[arg-type]
+    api.create(builders.pod("p"))
+    soak.inject(kind)
+    soak.inject(kind)
+    [(first, lapse), (second, _)] = h.later
+    assert first == second == FAULT_WINDOW
+    lapse()  # the first one's window is over: the second still waits
+    with pytest.raises(Exception):
+        bind(core, "p", "n1")
+    assert bind(core, "p", "n1") == 201, "the lapsed fault failed a Binding after its window"

@@ -5,7 +5,7 @@ server's objects alone.
 The cluster, its configuration and the workload are :mod:`.soak_workload`'s.
 
 **Faults** (a Poisson stream of :data:`FAULTS`, each a rule of the fake API server that waits for
-the next matching request, or an action): Bindings answered 500 or 409, Bindings whose reply is
+the next matching request - for :data:`FAULT_WINDOW` seconds at most -, or an action): Bindings answered 500 or 409, Bindings whose reply is
 lost after they were stored (a disconnect, or 504), Bindings disconnected before they reach the
 store, pod patches (gates, nudges, status) answered 500 or 409, evictions and lease renewals
 answered 500, watches dropped or aborted, event history compacted (watchers get 410 and relist),
@@ -45,8 +45,10 @@ view; :class:`SoakResult.violations`):
   quota (``quota_evictions``, from the extender's Preempted Events), how long the tides'
   ``reclaim`` pods waited from creation to their Binding (``reclaim_bind_seconds``) and each
   namespace's peak use beyond its ``min`` (``borrowed_peak``);
-* ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
-  Pending while the cluster is empty means capacity leaked where the API cannot show it.
+* ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted) - during the
+  run, or within :data:`SETTLE_SECONDS` once the faults stopped (a run that stalled under faults
+  ends that way: ``SoakResult.reason``): a pod left Pending while the cluster is empty means
+  capacity leaked where the API cannot show it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,17 @@ FAULTS: dict[str, float] = {
 
 VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "preemption", "quota", "stuck")
 
+FAULT_WINDOW = 0.5
+"""Seconds a fault rule waits for its request before it lapses. A fault is a moment of trouble,
+not a debt: rules that never lapsed piled up once few pods were left (the stream keeps its rate,
+the Bindings do not), and every Binding of the last pod met one, attempt after attempt, until
+the run stalled."""
+
+SETTLE_SECONDS = 30.0
+"""Once the run ends with feasible pods left (it stalled, or timed out), the faults and the
+kills stop and they have this long to resolve - more than enough for the retries of pods
+backing off (``POD_MAX_BACKOFF_SECONDS``): what is still Pending then is ``stuck``."""
+
 RECLAIM_WITHIN = 30.0
 """Seconds a namespace under its ``min`` may wait for what it lent (see ``quota`` above)."""
 
@@ -91,7 +104,9 @@ RECLAIM_WITHIN = 30.0
 class SoakResult:
     spec: SoakSpec
     reason: str
-    """Why the run ended: ``all resolved``, ``stalled`` or ``timeout``."""
+    """Why the run ended: ``all resolved``; or ``stalled`` or ``timeout``, then ``, resolved once
+    the faults stopped`` when the feasible pods left did so within :data:`SETTLE_SECONDS` (a pod
+    starved by faults, not stuck)."""
     duration: float
     outcomes: Counter[tuple[str, str]]
     """(kind, outcome) -> pods."""
@@ -380,6 +395,7 @@ class _Soak:
             self.faults[kind] += 1
         else:
             self.rules.append((kind, rule))
+            self.h.after(FAULT_WINDOW, rule.remove, f"{kind} lapses")
 
     def faults_hit(self) -> Counter[str]:
         out = Counter(self.faults)
@@ -460,6 +476,10 @@ class _Soak:
     def stop(self) -> None:
         self._stop.set()
 
+    def resolved(self) -> int:
+        """Feasible pods resolved so far (bound and run, preempted or deleted)."""
+        return sum(1 for life in self.h.lives if life.key in self.feasible and life.finished_at is not None)
+
 
 def _renewal_by(holder: str, request: Any) -> bool:
     body = request.body
@@ -500,8 +520,7 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
         last_change, last_resolved, next_report = h.now(), -1, h.now() + 10.0
         try:
             while h.now() - start < spec.timeout:
-                lives = h.lives
-                resolved = sum(1 for life in lives if life.key in soak.feasible and life.finished_at is not None)
+                resolved = soak.resolved()
                 now = h.now()
                 if resolved != last_resolved:
                     last_change, last_resolved = now, resolved
@@ -513,6 +532,7 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
                     break
                 if progress is not None and now >= next_report:
                     next_report = now + 10.0
+                    lives = h.lives
                     bound = sum(1 for life in lives if life.bound_at is not None)
                     progress(f"{now - start:6.0f}s: {len(lives)} created, {bound} bound, {resolved}/"
                              f"{len(soak.feasible)} feasible resolved, faults {sum(soak.faults_hit().values())}, "
@@ -530,6 +550,8 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
             if not replica.ready():
                 h.restart_extender(index)
         h.wait_until(lambda: h.leader() is not None, 30.0)
+        if reason != "all resolved" and h.wait_until(lambda: soak.resolved() == len(soak.feasible), SETTLE_SECONDS):
+            reason += ", resolved once the faults stopped"
         time.sleep(2.0)  # events recorded by either side reach the API server
         with soak._lock:
             soak.quota.finish()
@@ -573,7 +595,7 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     violations["leak"] += _fits_in_free(h, pending, soak)
     violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
                            for key in sorted(soak.feasible) if key in lives and lives[key].finished_at is None]
-    if reason == "timeout":
+    if reason.startswith("timeout"):
         violations["stuck"].insert(0, f"the run timed out after {duration:.0f}s")
     groups: Counter[str] = Counter()
     partial: list[float] = []
