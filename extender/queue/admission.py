@@ -31,18 +31,27 @@ it is then admitted, nominated to that node, and the nomination holds the room i
 admission hold. A pod a PreEnqueue plugin refused for want of room may make room the same way.
 
 Pod groups (pods labelled ``scheduling.x-k8s.io/pod-group``) go all or nothing. A group's gated
-members are placed together when the pass reaches the first of them PreEnqueue admits: those
-with room at once get seats, booked ahead of the pods behind them (admitted one by one, two
-groups interleaved in queue order would each take a part of the room). When the group has a
-PodGroup (``ClusterView.pod_group_spec``) and its members with a seat (or asking for no managed
-resource) plus those past the gate - on a node, bound or assumed (``ClusterView.group_count``),
-or pending with no scheduling gate left and not being deleted: what Gang's Permit counts - are
-fewer than its ``minMember``, none of them is admitted in this pass: the seats go back to the
-pods behind, no room is made for them, each says ``pod group NS/NAME: N of minMember M members
-have room``, and under StrictFIFO they block what they want, as a pod without room does. (The
-part admitted would hold its capacity, then wait in Gang's Permit, until it timed out.) A group
-with no usable PodGroup - sized by its members' annotation, which only Gang reads - has the
-members with room admitted.
+members are placed together when the pass reaches the first of them PreEnqueue admits: those with
+room at once get seats, booked ahead of the pods behind them (admitted one by one, two groups
+interleaved in queue order would each take a part of the room). A member with a seat is evaluated
+in this pass whatever its kept verdict, and under StrictFIFO is not blocked by a pod between it and
+the first member (that pod had no room because of the seats); a member another controller still
+gates gets no seat (kube-scheduler cannot try it). When the group has a PodGroup
+(``ClusterView.pod_group_spec``), the member's profile waits for the group in Permit
+(``QueuePlugins.waits_for_pod_group``: Gang) and cannot make room (no ``make_room`` for it: a
+profile that preempts makes room for its members one by one, as kube-scheduler's PostFilter would -
+judged by the room free now, a group that fits once victims leave would never be let in, so there a
+group may be admitted in part while preemption frees its room), the members that can run must reach
+its ``minMember``: those with a seat or asking for no managed resource, plus those past the gate -
+on a node, bound or assumed (``ClusterView.group_count``), or pending with no scheduling gate left
+and not being deleted (what Gang's Permit counts) and either holding room (an admission hold, a
+reservation's slot, a nomination) or fitting where the others leave room (they are placed before
+the seats are booked). Else none of them is admitted in this pass: the seats go back to the pods
+behind, each says ``pod group NS/NAME: N of minMember M members have room``, and under StrictFIFO
+they block what they want, as a pod without room does. (The part admitted would hold its capacity,
+then wait in Gang's Permit, until it timed out.) A group with no usable PodGroup - sized by its
+members' annotation, which only Gang reads - or of a profile without Gang (nothing waits for the
+group: its members run as any pods) has the members with room admitted.
 
 A pod held at the gate says why on itself: an Event (``Normal``, reason ``WaitingForAdmission``,
 the plugin's message - or, kept behind the head under StrictFIFO, that) whenever why is new or
@@ -165,28 +174,40 @@ class Admitter:
                                           for g in (p.raw.get("spec") or {}).get("schedulingGates") or ())]
         return self.plugins.sort(pods)
 
-    def _past_gate(self, pending: Sequence[PodInfo]) -> Callable[[tuple[str, str]], int]:
+    def _past_gate(self, pending: Sequence[PodInfo]) -> Callable[[tuple[str, str]], tuple[int, list[PodInfo]]]:
         """Per pod group: its members past the gate, as Gang counts them towards minMember - on a
         node (bound or assumed: ``group_count``'s ``assigned``), or pending with no scheduling gate
-        left and not being deleted (kube-scheduler may try them). ``pending`` is read once, at the
-        first group asked about."""
-        ungated: dict[tuple[str, str], int] | None = None
+        left and not being deleted (kube-scheduler may try them) - as (those sure of their room:
+        on a node, or pending with room held for them - an admission hold, a reservation's slot
+        planned for or claimed by them, a nomination; the pending ones holding nothing, whose
+        room is to be found). ``pending`` is read once, at the first group asked about."""
+        ungated: dict[tuple[str, str], tuple[int, list[PodInfo]]] | None = None
 
-        def count(key: tuple[str, str]) -> int:
+        def count(key: tuple[str, str]) -> tuple[int, list[PodInfo]]:
             nonlocal ungated
             if ungated is None:
                 ungated = {}
+                holding = {uid for uid, _ in self.reservations.held()}
+                holding.update(p.uid for _, p in self.queue.nominator.nominations())
                 for p in pending:
                     name = group_of(p.labels)
                     if (name is not None and not p.deleting and not (p.raw.get("spec") or {}).get("schedulingGates")
                             and self.cluster.pod(p.uid) is None):  # an assumed one is counted as assigned
-                        ungated[(p.namespace, name)] = ungated.get((p.namespace, name), 0) + 1
-            return ungated.get(key, 0) + self.cluster.group_count(*key).assigned
+                        sure, loose = ungated.get((p.namespace, name), (0, []))
+                        if p.uid in holding or not p.requests:
+                            sure += 1
+                        else:
+                            loose.append(p)
+                        ungated[(p.namespace, name)] = (sure, loose)
+            sure, loose = ungated.get(key, (0, []))
+            return sure + self.cluster.group_count(*key).assigned, loose
         return count
 
-    def _min_member(self, key: tuple[str, str]) -> int | None:
-        """The minMember of pod group ``key``'s PodGroup; None without one (or a malformed one)."""
-        if not key[1]:
+    def _min_member(self, key: tuple[str, str], pod: PodInfo) -> int | None:
+        """The minMember of pod group ``key``'s PodGroup, ``pod`` one of its members; None without
+        one (or a malformed one), or when ``pod``'s profile does not wait for its group in Permit
+        (no Gang: nothing there counts the group, its members run as any pods)."""
+        if not key[1] or not self.plugins.waits_for_pod_group(pod):
             return None
         spec = self.cluster.pod_group_spec(*key)
         return spec.min_member if spec is not None else None
@@ -231,7 +252,9 @@ class Admitter:
         for pod in gated:
             wants = set(pod.requests)
             key = (pod.namespace, group_of(pod.labels) or "")
-            if self.strategy == "StrictFIFO" and wants & blocked and key not in short:  # not by its own group
+            seated = pod.uid in booked.get(key, {})  # its room was booked ahead of the pods since
+            if self.strategy == "StrictFIFO" and wants & blocked and key not in short and not seated:
+                # not blocked by its own group, nor by a pod behind its group's booked seats
                 kept = self._verdicts.get(pod.uid)
                 if kept is not None and (full or self.plugins.wakes(pod, kept.plugin, changes)):
                     self._stale.add(pod.uid)  # woken while blocked: evaluate it once unblocked
@@ -239,7 +262,7 @@ class Admitter:
                 self._say(pod, BLOCKED)
                 continue
             verdict = self._verdicts.get(pod.uid)
-            if (verdict is not None and not full and pod.uid not in self._stale
+            if (verdict is not None and not full and pod.uid not in self._stale and not seated
                     and not self.plugins.wakes(pod, verdict.plugin, changes)):
                 held[pod.key] = verdict.reason
                 if verdict.plugin == GROUP_SHORT and key not in booked:
@@ -259,6 +282,8 @@ class Admitter:
             # preemption only for a pod kube-scheduler may try once our gate is gone (it neither
             # tries nor preempts for one another controller gates: the room would be held for ever)
             make_room = self.make_room if self._only_our_gate(pod) else None
+            unit = units.get(key, [])
+            rest = unit[unit.index(pod):] if unit else []  # its group's gated members not passed yet
             preempted = not st.ok and make_room is not None and make_room(pod, st)
             if not st.ok and not preempted:
                 reason = f"{st.plugin}: {st.message}" if st.plugin else st.message
@@ -267,17 +292,17 @@ class Admitter:
                 if self.strategy == "StrictFIFO":
                     blocked |= wants
                 continue
-            unit = units.get(key, ())
             if unit and not preempted and key not in booked:
-                rest = unit[unit.index(pod):]  # those not passed yet
-                need = self._min_member(key)
-                if len(unit) > 1 or need is not None:
-                    booked[key] = self._book(rest, others(key))
+                # all or nothing only where no room can be made: a profile that preempts makes
+                # room for its members one by one, as kube-scheduler's PostFilter would - judged
+                # by the room free now, a group that fits once victims leave would never be let in
+                need = None if make_room is not None and self.plugins.preempts(pod) else self._min_member(key, pod)
                 if need is not None:
-                    have = len(booked[key]) + sum(1 for m in rest if not m.requests) + past_gate(key)
-                    if have < need:  # all or nothing: the seats go back to the pods behind
-                        booked[key] = {}
-                        short[key] = f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
+                    booked[key], why = self._group_seats(key, need, rest, others(key), past_gate)
+                    if why is not None:  # all or nothing: the seats go back to the pods behind
+                        short[key] = why
+                elif len(unit) > 1:
+                    booked[key], _ = self._book(rest, others(key))
             if key in short:
                 self._hold_short(pod, short[key], held)
                 if self.strategy == "StrictFIFO":
@@ -286,14 +311,16 @@ class Admitter:
             extra = others(key)
             if preempted or not pod.requests:
                 node = ""
-            elif key in booked and pod.uid not in booked[key]:
+            elif key in booked and pod.uid not in booked[key] and self._only_our_gate(pod):
                 node = None  # the room its group has at once went to the members before it
             else:
                 node = self.place(pod, strict=True, extra=extra)
             booked.get(key, {}).pop(pod.uid, None)  # held (or not) from here on
             if node is None and make_room is not None and make_room(pod, None):
                 node = ""  # as when preempted above: admitted on its nomination, which holds the room
-            if node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
+            if node and self.reservations.planned_elsewhere(pod.uid, admission_owner(pod.uid)):
+                node = ""  # a plan (Gang's, for its group) holds its room: a hold would count it twice
+            elif node and self._only_our_gate(pod):  # else kube-scheduler cannot try it yet: nothing to hold for
                 node = self._hold_where_it_fits(pod, node, extra)
             elif node:
                 node = ""
@@ -324,23 +351,49 @@ class Admitter:
         self.last = AdmissionResult(admitted, held, evaluated)
         return self.last
 
-    def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None) -> dict[str, tuple[str, PodInfo]]:
+    def _book(self, unit: list[PodInfo], extra: Mapping[str, Sequence[PodInfo]] | None,
+              loose: Sequence[PodInfo] = ()) -> tuple[dict[str, tuple[str, PodInfo]], int]:
         """Seats for the gated members of one pod group (``unit``, in queue order) that have room
         at once - each placed with the ones before it and ``extra`` (other groups' seats)
         counted, every capacity held counted: only those are admitted (none when they are too
         few for the group's PodGroup minMember: see the module doc), and the seats count against
         the pods behind them in the pass. Admitted one by one, two groups interleaved in queue
-        order would each take a part of the room, and neither could run."""
+        order would each take a part of the room, and neither could run. A member another
+        controller still gates gets no seat: kube-scheduler cannot try it, so it neither holds
+        room nor counts as having it. ``loose`` (members past the gate holding no room) are
+        placed first, as kube-scheduler may place them ahead of the gated ones; the second value
+        is how many of them fit."""
         seats: dict[str, tuple[str, PodInfo]] = {}
         trial: dict[str, list[PodInfo]] = {node: list(pods) for node, pods in (extra or {}).items()}
+        fit = 0
+        for member in loose:
+            node = self.place(member, strict=True, extra=trial)
+            if node is not None:
+                fit += 1
+                trial.setdefault(node, []).append(member)
         for member in unit:
-            if not member.requests:
-                continue
+            if not member.requests or not self._only_our_gate(member):
+                continue  # needs no seat; or kube-scheduler cannot try it yet: it has none
             node = self.place(member, strict=True, extra=trial)
             if node is not None:
                 seats[member.uid] = (node, member)
                 trial.setdefault(node, []).append(member)
-        return seats
+        return seats, fit
+
+    def _group_seats(self, key: tuple[str, str], need: int, rest: list[PodInfo],
+                     extra: Mapping[str, Sequence[PodInfo]] | None,
+                     past_gate: Callable[[tuple[str, str]], tuple[int, list[PodInfo]]],
+                     ) -> tuple[dict[str, tuple[str, PodInfo]], str | None]:
+        """All or nothing for pod group ``key`` of minMember ``need``: the seats of ``rest`` (its
+        gated members not passed yet, ``_book``) and None when those with a seat, or asking for
+        no managed resource (and gated by no other controller), plus those past the gate with
+        room reach ``need``; else no seats and why the group is short."""
+        sure, loose = past_gate(key)
+        seats, fit = self._book(rest, extra, loose)
+        have = len(seats) + sum(1 for m in rest if not m.requests and self._only_our_gate(m)) + sure + fit
+        if have < need:
+            return {}, f"pod group {key[0]}/{key[1]}: {have} of minMember {need} members have room"
+        return seats, None
 
     def _hold_short(self, pod: PodInfo, reason: str, held: dict[str, str]) -> None:
         """Keep a member of a pod group short of room at the gate."""

@@ -28,12 +28,14 @@ class HeldCapacity:
         self._exact: tuple[object, object, frozenset[str]] = ((), None, frozenset())
         """The last claims ``held_amounts`` looked at, as of what, and which were accounted."""
 
-    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
+    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False,
+                  placed: Container[str] = ()) -> NodeInfo:
         """``info`` plus the capacity held on it against ``pod``: pods nominated to it whose
         priority is not lower (capacity freed by preemption stays theirs, as kube-scheduler does
         for its own resources) and reservation slots of equal or higher priority that ``pod`` did
         not claim itself (a pod group's planned placement, pods admitted and not bound yet);
-        ``strict``: slots held for the pod's own group count too (see ``Reservations.held_on``).
+        ``strict``: slots held for the pod's own group count too; ``placed``: pods counted where
+        the caller placed them, whose planned slots do not count (see ``Reservations.held_on``).
         A simulated NodeInfo gets a negative generation (never cached); with nothing held,
         ``info`` itself. The held pods are added in one copy (``NodeInfo.with_pods``), not one
         per pod - and not again when the same slots are held on the same NodeInfo as in the last
@@ -41,7 +43,7 @@ class HeldCapacity:
         PreFilter and by the Filter phase)."""
         held = [p.bound_to(info.name) for p in self.nominator.nominated(info.name)
                 if p.uid != pod.uid and p.priority >= pod.priority]
-        held.extend(self.reservations.held_on(info.name, pod, strict, info.pods))
+        held.extend(self.reservations.held_on(info.name, pod, strict, info.pods, placed))
         if not held:
             return info
         last = self._last

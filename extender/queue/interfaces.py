@@ -1,7 +1,8 @@
 """What the queue is handed: the cache's view, the profiles' queue plugins and a way to place a pod.
 
 The cache's view includes the PodGroups and the pod groups' member counts: admission admits a
-group's gated members only when enough of them can run (see ``extender.queue.admission``).
+group's gated members only when enough of them can run (see ``extender.queue.admission``), if the
+profiles say the pod's profile waits for its group (``QueuePlugins.waits_for_pod_group``).
 
 The queue sits below the runtime (``extender.runtime``) and beside the cache: it imports neither.
 The app hands it these; the runtime's ``Profiles`` and ``Engine.placement`` and the cache's
@@ -73,6 +74,15 @@ class QueuePlugins(Protocol):
 
     def wakes(self, pod: PodInfo, plugin: str, changes: Sequence[Change]) -> bool:
         """May ``changes`` make ``pod``, last rejected by ``plugin``, schedulable?"""
+
+    def waits_for_pod_group(self, pod: PodInfo) -> bool:
+        """Does ``pod``'s profile hold a pod group's members in Permit until its PodGroup's
+        minMember of them are waiting or bound (Gang)? Only then does admission admit the
+        group all or nothing (and only when it cannot make room for it: ``preempts``)."""
+
+    def preempts(self, pod: PodInfo) -> bool:
+        """May ``pod``'s profile make room for it (PostFilter plugins, and the pod's
+        ``preemptionPolicy`` is not ``Never``)?"""
 
 
 class Place(Protocol):

@@ -19,7 +19,7 @@ same queue, handed what they need of the profiles and the engine (``extender.que
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Callable, Iterable, Mapping
+from typing import AbstractSet, Any, Callable, Container, Iterable, Mapping
 
 from extender.framework.clock import Clock
 from extender.framework.status import Status
@@ -68,8 +68,9 @@ class SchedulingQueue:
             if owner != admission_owner(uid):
                 self.reservations.release(admission_owner(uid))
 
-    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False) -> NodeInfo:
-        return self.held.with_held(info, pod, strict)
+    def with_held(self, info: NodeInfo, pod: PodInfo, strict: bool = False,
+                  placed: Container[str] = ()) -> NodeInfo:
+        return self.held.with_held(info, pod, strict, placed)
 
     def held_nodes(self) -> AbstractSet[str]:
         return self.held.held_nodes()

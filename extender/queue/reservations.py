@@ -321,6 +321,15 @@ class Reservations:
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def planned_elsewhere(self, uid: str, owner: str) -> bool:
+        """Whether a live reservation other than ``owner``'s holds an unclaimed slot planned for
+        pod ``uid`` (a gang's plan for its member): that slot holds its room already."""
+        now = self.clock.monotonic()
+        with self._lock:
+            return any(res.owner != owner and res.expires > now
+                       and any(slot.claimed_by is None for slot in res.planned.get(uid, {}).values())
+                       for res in self._owners.values())
+
     def get(self, owner: str) -> Reservation | None:
         with self._lock:
             return self._live(owner)
@@ -353,13 +362,15 @@ class Reservations:
             return self._nodes[1]
 
     def held_on(self, node: str, pod: PodInfo, strict: bool = False,
-                accounted: Container[str] = ()) -> list[PodInfo]:
+                accounted: Container[str] = (), placed: Container[str] = ()) -> list[PodInfo]:
         """Placeholders on ``node`` that count against ``pod``: slots of live reservations of
         equal or higher priority, except the one ``pod`` claimed or that was planned for it and,
         if it is a member of the reservation, the unclaimed ones (``strict``: those count too);
         never a slot claimed by a pod in ``accounted`` (the UIDs the node already counts: a
         member assumed there whose Reserve, which consumes its slot, has not run yet would
-        count twice). Lock-free (see the module docstring)."""
+        count twice), nor an unclaimed one planned for a pod in ``placed`` (pods the caller
+        counts where it placed them: admission's trial of a group's members). Lock-free (see
+        the module docstring)."""
         entries = self._by_node.get(node)
         if not entries:
             return []
@@ -371,7 +382,8 @@ class Reservations:
                 continue
             if claimed_by is not None and claimed_by in accounted:
                 continue
-            if claimed_by is None and (slot.planned_for == pod.uid or (not strict and res.member(pod))):
+            if claimed_by is None and (slot.planned_for == pod.uid or slot.planned_for in placed
+                                       or (not strict and res.member(pod))):
                 continue
             out.append(slot.placeholder)
         return out

@@ -54,3 +54,14 @@ class Profiles:
 
     def wakes(self, pod: PodInfo, plugin: str, changes: Sequence[Change]) -> bool:
         return self.framework_for(pod).wakes(plugin, pod, changes)
+
+    def waits_for_pod_group(self, pod: PodInfo) -> bool:
+        """Whether a Permit plugin of ``pod``'s profile says (class attribute
+        ``WAITS_FOR_POD_GROUP = True``, Gang) that it holds a pod group's members until its
+        PodGroup's minMember of them are waiting or bound."""
+        return any(getattr(p, "WAITS_FOR_POD_GROUP", False) for p in self.framework_for(pod).permit_plugins)
+
+    def preempts(self, pod: PodInfo) -> bool:
+        """Whether ``pod``'s profile may make room for it: PostFilter plugins, and a
+        ``preemptionPolicy`` other than ``Never`` (as ``Scheduling.make_room`` checks)."""
+        return bool(self.framework_for(pod).post_filter_plugins) and pod.preemption_policy != "Never"

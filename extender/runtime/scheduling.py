@@ -87,8 +87,9 @@ class SchedulingCycle(VerbContext):
         """The node among ``names`` (default: every node) that ``pod`` would go to now, as Filter
         and Score choose it, with every capacity held against it counted (``with_held``;
         ``strict``: its own group's holds too) and the pods of ``extra`` (node -> pods) counted
-        where they are listed; None when no node has room. PreFilter runs without candidates, so
-        a plugin that plans (Gang) does not plan: this is a question, not a scheduling cycle."""
+        where they are listed, not where a reservation planned them; None when no node has room.
+        PreFilter runs without candidates, so a plugin that plans (Gang) does not plan: this is a
+        question, not a scheduling cycle."""
         fw = self.profiles.framework_for(pod)
         state = CycleState()
         snapshot = self.cache.snapshot()
@@ -97,12 +98,13 @@ class SchedulingCycle(VerbContext):
             return None
         held = self.queue.held_nodes()
         extra = extra or {}
+        placed = {p.uid for pods in extra.values() for p in pods}  # their planned slots do not count
         nodes: list[NodeInfo] = []
         for info in (snapshot if names is None else filter(None, map(snapshot.get, names))):
             if allowed is not None and info.name not in allowed or node_excluded(pod.raw, info.node, info.name):
                 continue  # (kube-scheduler's own node checks: it sends no such node to filter)
             if info.name in held:
-                info = self.queue.with_held(info, pod, strict)
+                info = self.queue.with_held(info, pod, strict, placed)
             more = extra.get(info.name)
             if more:
                 info = info.with_pods([p.bound_to(info.name) for p in more], next(self._simulated))

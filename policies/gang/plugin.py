@@ -83,6 +83,10 @@ class _Offered(Collection[str]):
 
 class Gang:
     name = NAME
+    WAITS_FOR_POD_GROUP = True
+    """Its Permit holds a pod group's members until its PodGroup's minMember of them are waiting
+    or bound: the admission gate admits such a profile's groups all or nothing
+    (``Profiles.waits_for_pod_group``)."""
 
     def __init__(self, args: GangArgs, handle: Handle) -> None:
         self.args = args

@@ -591,3 +591,151 @@ def test_a_single_gated_member_is_admitted_only_when_it_completes_the_group() ->
     lifted["spec"]["schedulingGates"] = []
     cluster.add_pod(lifted)
     assert state.admitter.run_once().admitted == ["default/a3"]
+
+
+def held_uids(state: Any) -> list[str]:
+    return sorted(uid for uid, _ in state.engine.handle.reservations.held())
+
+
+def test_a_pod_group_is_held_at_the_gate_only_by_a_profile_that_runs_gang() -> None:
+    """The default profile (PrioritySort, NodeResources, DefaultBinder) has no Gang: nothing waits
+    for the group in Permit, so its PodGroup's minMember is nothing to the gate - two members with
+    room of a PodGroup of minMember 3 are admitted as any pods."""
+    pods = [group_member(f"a{i}", created=f"2026-01-01T00:00:0{i}Z") for i in range(2)]
+    cluster = MemoryCluster(cluster_objects([make_node("n1").alloc(gpu=4).obj()], pods,
+                                            pod_groups=[make_pod_group("a").min_member(3).obj()]))
+    admitter = create_app(config_of(admission={}), source=cluster, clock=FakeClock(),
+                          background=False).extensions["kube_extender"].admitter
+    result = admitter.run_once(full=True)
+    assert result.admitted == ["default/a0", "default/a1"], result
+
+
+def test_strict_fifo_keeps_a_booked_group_whole_around_a_pod_between_its_members() -> None:
+    """Group a (minMember 4) fits exactly on the 4 GPUs; pod y (1 GPU) sits between a0 and a1 in
+    queue order. The group's seats are booked at a0, ahead of y: y has no room and blocks under
+    StrictFIFO, but not the members whose seats were booked before it - all four go, never a0
+    alone (holding a GPU Gang's Permit cannot use)."""
+    members = [group_member(f"a{i}", created=f"2026-01-01T00:00:0{2 * i}Z") for i in range(4)]
+    y = gated("y", 1, 0, "2026-01-01T00:00:01Z")
+    state, cluster = podgroup_world(4, [*members, y], "StrictFIFO")
+    group = [f"default/a{i}" for i in range(4)]
+    result = state.admitter.run_once()
+    assert result.admitted == group and "StrictFIFO" not in result.held["default/y"], result
+    again = state.admitter.run_once()
+    assert again.admitted == [] and "default/y" in again.held, again
+    assert held_uids(state) == [f"u-a{i}" for i in range(4)]
+
+
+def test_a_member_behind_another_controllers_gate_is_not_counted_as_having_room() -> None:
+    """As test_a_single_gated_member_is_admitted_only_when_it_completes_the_group, but a2 carries
+    the extender's gate too (besides other.io/quota): kube-scheduler cannot try it either way, so
+    it has no seat and a3 is not admitted alone (it would hold a GPU, waiting in Gang's Permit)."""
+    other = group_member("a2", created="2026-01-01T00:00:02Z")
+    other["spec"]["schedulingGates"] = [{"name": "other.io/quota"}, {"name": GATE}]
+    pods = [group_member("a0", at_gate=False, node="n1"), group_member("a1", at_gate=False, node="n1"), other,
+            group_member("a3", created="2026-01-01T00:00:03Z")]
+    state, cluster = podgroup_world(4, pods)
+    result = state.admitter.run_once()
+    assert gates(cluster, "a2")[0] == "other.io/quota"
+    assert result.admitted == [] and held_uids(state) == [], result
+    assert result.held["default/a3"] == "pod group default/a: 3 of minMember 4 members have room", result
+
+
+def _gang_app(nodes: dict[str, int], pods: list[dict], *, pod_groups: list[dict] | None = None,
+             points: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> tuple[Any, MemoryCluster]:
+    cluster = MemoryCluster(cluster_objects([make_node(n).alloc(gpu=g).obj() for n, g in nodes.items()], pods,
+                                            pod_groups=pod_groups))
+    cfg = config_of(**{"admission": {}, **(config or {})},
+                    profiles=[{"schedulerName": "default-scheduler",
+                               "plugins": {"multiPoint": {"enabled": [{"name": "Gang"}]}, **(points or {})},
+                               "pluginConfig": [{"name": "Gang", "args": {"permitTimeout": "3s"}}]}])
+    return create_app(cfg, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"], cluster
+
+
+def _member(name: str, gpus: int, *, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
+           gated: bool = True, node: str | None = None, group: str = "a") -> dict[str, Any]:
+    b = make_pod(name).uid(f"u-{name}").req(gpu=gpus).priority(priority).labels(**{GROUP_LABEL: group}).created(created)
+    if node:
+        b = b.node(node)
+    obj = b.obj()
+    if gated:
+        obj["spec"]["schedulingGates"] = [{"name": "kube-extender.io/admission"}]
+    return obj
+
+
+def test_a_gang_that_fits_only_by_preemption_is_admitted() -> None:
+    """PodGroup a (minMember 2), two 2-GPU members of priority 100, gated; n1 (4 GPUs) is full of
+    a priority-0 pod. Preemption at admission evicts it and the whole group runs, as
+    kube-scheduler's DefaultPreemption would for each member (judged all or nothing on the room
+    free before preemption, the group was 'short' and no room was ever made: stuck for good)."""
+    victim = make_pod("victim").uid("u-victim").req(gpu=4).priority(0).node("n1").obj()
+    pods = [_member("a0", 2, priority=100), _member("a1", 2, priority=100, created="2026-01-01T00:00:01Z"), victim]
+    state, cluster = _gang_app({"n1": 4}, pods, pod_groups=[make_pod_group("a").min_member(2).obj()], points={"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
+    admitted: list[str] = []
+    for _ in range(3):
+        admitted += state.admitter.run_once(full=True).admitted
+    assert cluster.get_pod("default", "victim") is None, state.admitter.last
+    assert sorted(admitted) == ["default/a0", "default/a1"], state.admitter.last
+
+
+def test_a_gang_within_its_namespaces_min_reclaims_lent_quota_at_admission() -> None:
+    """Namespace b (min 2 GPUs) lent its share: a's x1 and x2 (borrowers) fill n1. PodGroup b/g
+    (minMember 2): two gated 1-GPU members. CapacityQuota's reclaim at admission evicts the
+    borrowers for them (judged all or nothing on the room free before reclaim, the group was
+    'short' and no reclaim ever ran for it)."""
+    from builders import make_elastic_quota
+
+    def borrower(name: str) -> dict[str, Any]:
+        raw = make_pod(name, "a").uid(f"u-{name}").req(gpu=1).node("n1").obj()
+        raw["status"]["startTime"] = "2026-01-01T00:00:00Z"
+        return raw
+
+    def gm(name: str, created: str) -> dict[str, Any]:
+        raw = make_pod(name, "b").uid(f"u-{name}").req(gpu=1).labels(**{GROUP_LABEL: "g"}).created(created).obj()
+        raw["spec"]["schedulingGates"] = [{"name": GATE}]
+        return raw
+
+    cluster = MemoryCluster({**cluster_objects([make_node("n1").alloc(gpu=2).obj()],
+                                               [borrower("x1"), borrower("x2"), gm("p0", "2026-01-01T00:00:00Z"),
+                                                gm("p1", "2026-01-01T00:00:01Z")],
+                                               pod_groups=[make_pod_group("g", "b").min_member(2).obj()]),
+                             "ElasticQuota": [make_elastic_quota("a", min={"gpu": 0}, max={"gpu": 4}),
+                                              make_elastic_quota("b", min={"gpu": 2})]})
+    cfg = config_of(admission={}, profiles=[{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+        "enabled": [{"name": "Gang"}, {"name": "CapacityQuota"}]}}}])
+    state = create_app(cfg, source=cluster, clock=FakeClock(), background=False).extensions["kube_extender"]
+    admitted: list[str] = []
+    for _ in range(3):
+        admitted += state.admitter.run_once(full=True).admitted
+    alive = {p["metadata"]["name"] for p in cluster.pods()}
+    assert not {"x1", "x2"} & alive, state.admitter.last
+    assert sorted(admitted) == ["b/p0", "b/p1"], state.admitter.last
+
+
+def test_members_past_the_gate_count_only_when_they_have_room() -> None:
+    """PodGroup a (minMember 3), 1-GPU members, one 2-GPU node where another pod uses 1 GPU: a0 and
+    a1 are past the gate but pending and hold nothing (kube-scheduler found no room), a2 is gated.
+    The group needs 3 GPUs and 1 is free: a2 is not admitted, and y behind it, which fits, is."""
+    pods = [group_member("a0", at_gate=False), group_member("a1", at_gate=False),
+            group_member("a2", created="2026-01-01T00:00:02Z"), gated("y", 1, 0, "2026-01-01T00:00:09Z"),
+            make_pod("running").uid("u-running").req(gpu=1).node("n1").obj()]
+    state, cluster = podgroup_world(2, pods, min_member=3)
+    result = state.admitter.run_once()
+    assert result.admitted == ["default/y"], f"{result}; held {held_uids(state)}"
+    assert result.held["default/a2"] == "pod group default/a: 1 of minMember 3 members have room", result
+
+
+def test_gangs_plan_for_its_gated_members_does_not_count_twice_against_them() -> None:
+    """PodGroup a (minMember 3), 1-GPU members, n1 with 3 GPUs: the whole group fits. a0 is past
+    the gate (e.g. a1's and a2's gate removal failed in the pass that admitted all three);
+    kube-scheduler filters a0 and Gang plans a slot for each of a0, a1, a2. The next pass books
+    a1 (a2's planned slot counted against it), then a2 - where a1 was counted twice, by its
+    planned slot and its trial seat: a2 got no seat, and the group was 'short' (2 of 3)."""
+    pods = [_member("a0", 1, gated=False), _member("a1", 1, created="2026-01-01T00:00:01Z"),
+            _member("a2", 1, created="2026-01-01T00:00:02Z")]
+    state, cluster = _gang_app({"n1": 3}, pods, pod_groups=[make_pod_group("a").min_member(3).obj()])
+    assert state.engine.filter(cluster.get_pod("default", "a0"), ["n1"]).feasible == ["n1"]
+    planned = sorted(uid for uid, _ in state.engine.handle.reservations.held())
+    assert planned == ["u-a0", "u-a1", "u-a2"], planned
+    result = state.admitter.run_once(full=True)
+    assert result.admitted == ["default/a1", "default/a2"], result
