@@ -294,8 +294,15 @@ class CapacityQuota:
         why = self.verdict(pod, admission=_gated(pod))
         if why:
             return None, Status.unschedulable(why)
-        state.write(_CHECKED, True)
+        state.write(_CHECKED, self._as_of())
         return None, Status()
+
+    def _as_of(self) -> tuple[Any, ...]:
+        """What PreFilter's verdict was judged on: Filter trusts it only while this is the same.
+        A bind runs PreFilter before the cache's lock and Filter inside the assume: two pods of
+        one namespace binding at once each passed PreFilter without the other, and both went
+        over ``max`` (capacityscheduling's Reserve, in the serial cycle, rules that out)."""
+        return (self.handle.snapshot().generation, self.handle.held_version(), self.handle.change_count())
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         removed: list[PodInfo] = []
@@ -303,7 +310,7 @@ class CapacityQuota:
             real = self.handle.snapshot().get(node.name)
             if real is not None:
                 removed = [p for uid, p in real.pods.items() if uid not in node.pods]
-        if not removed and state.get(_CHECKED):
+        if not removed and state.get(_CHECKED) == self._as_of():
             return Status()
         why = self.verdict(pod, admission=_gated(pod), removed=removed)
         return Status.unschedulable(why) if why else Status()

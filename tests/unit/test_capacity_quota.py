@@ -608,3 +608,31 @@ def test_a_pod_bound_while_the_use_is_read_counts_once() -> None:
 
     handle.pending_pods = pending_after_a_bind
     assert used(app)["used"] == "2"
+
+
+def test_two_binds_of_one_namespace_at_once_never_both_exceed_max() -> None:
+    """a (max 1): p1 and p2 (1 GPU each) are bound at once, as kube-scheduler binds concurrently.
+    Both pass PreFilter before either is assumed; the check inside the assume refuses the second
+    (capacityscheduling: the next pod's PreFilter runs after the previous one's Reserve)."""
+    state, _ = app_of([make_node("n1").alloc(gpu=4).obj()],
+                      [make_pod(n, "a").uid(f"u-{n}").req(gpu=1).obj() for n in ("p1", "p2")],
+                      [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 1})])
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    original = plugin.pre_filter
+    both = threading.Barrier(2, timeout=5)
+
+    def pre_filter(*args: Any) -> Any:
+        out = original(*args)
+        both.wait()  # both pass PreFilter before either is assumed
+        return out
+
+    plugin.pre_filter = pre_filter
+    results: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, state.engine.bind("a", n, f"u-{n}", "n1")))
+               for n in ("p1", "p2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(r == "" for r in results.values()) == [False, True], results
+    assert "above its max" in next(r for r in results.values() if r), results
