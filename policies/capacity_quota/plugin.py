@@ -52,6 +52,10 @@ NAME = "CapacityQuota"
 log = logging.getLogger(__name__)
 
 _CHECKED = NAME + "/checked"
+_STILL = object()
+"""``_CHECKED`` once a Filter call found PreFilter's verdict current (``_as_of``): the rest of the
+cycle trusts it without asking again (the bind's one Filter call, inside the assume, is the one
+that must ask)."""
 """CycleState key: PreFilter found the pod within its quota on the real cluster."""
 
 
@@ -310,9 +314,13 @@ class CapacityQuota:
             real = self.handle.snapshot().get(node.name)
             if real is not None:
                 removed = [p for uid, p in real.pods.items() if uid not in node.pods]
-        if not removed and state.get(_CHECKED) == self._as_of():
+        checked = state.get(_CHECKED)
+        if not removed and checked is not None and (checked is _STILL or checked == self._as_of()):
+            state.write(_CHECKED, _STILL)  # looked at once per cycle: a request's snapshot is fixed
             return Status()
         why = self.verdict(pod, admission=_gated(pod), removed=removed)
+        if not why and not removed and checked is not None:
+            state.write(_CHECKED, _STILL)  # judged again, and it holds: not again for the next nodes
         return Status.unschedulable(why) if why else Status()
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:

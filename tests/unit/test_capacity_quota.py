@@ -636,3 +636,31 @@ def test_two_binds_of_one_namespace_at_once_never_both_exceed_max() -> None:
         t.join(10)
     assert sorted(r == "" for r in results.values()) == [False, True], results
     assert "above its max" in next(r for r in results.values() if r), results
+
+
+def test_filter_judges_the_quota_once_per_request_even_when_the_cluster_moves_during_it() -> None:
+    """PreFilter's verdict is looked at again once per cycle (the bind's one Filter call, inside
+    the assume, is the one that needs it): a change arriving while a filter request walks its
+    nodes made every remaining node judge the whole quota again (found in review: ~3x slower)."""
+    nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(20)]
+    state, cluster = app_of(nodes, [make_pod("p", "a").uid("u-p").req(gpu=1).obj()],
+                            [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 2})])
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    original_verdict, original_filter = plugin.verdict, plugin.filter
+    judged: list[str] = []
+    seen: list[str] = []
+
+    def verdict(*args: Any, **kwargs: Any) -> Any:
+        judged.append("x")
+        return original_verdict(*args, **kwargs)
+
+    def filter_(st: Any, pod: Any, node: Any) -> Any:
+        seen.append(node.name)
+        if len(seen) == 2:  # a change arrives while the request walks its nodes
+            cluster.add_pod(make_pod("other", "b").uid("u-other").req(gpu=1).obj())
+        return original_filter(st, pod, node)
+
+    plugin.verdict, plugin.filter = verdict, filter_
+    out = state.engine.filter(cluster.get_pod("a", "p"), [f"n{i}" for i in range(20)])
+    assert len(out.feasible) == 20
+    assert len(judged) <= 2, f"the quota was judged {len(judged)} times for one request"
