@@ -10,12 +10,17 @@ A second small run is one quota tide, which must reclaim by eviction."""
 
 from __future__ import annotations
 
+import time
+from typing import Any, Callable
+
 import pytest
 from kubernetes import client
 
 from extender.testing.fakeapi import builders
 from extender.testing.fakeapi.fixtures import api, api_client, core  # noqa: F401 - pytest fixtures
-from extender.testing.harness.soak import VIOLATION_KINDS, SoakSpec, run_soak
+from extender.runtime import scheduling
+from extender.runtime.outcomes import FilterOutcome
+from extender.testing.harness.soak import FAULT_WINDOW, VIOLATION_KINDS, SoakSpec, _Soak, run_soak
 
 # A run may stall while the faults go on - the last pods' retries meeting a replica killed or a
 # Binding failed, again and again -; the feasible pods left must then resolve once they stop.
@@ -26,6 +31,9 @@ SMALL = SoakSpec(pods=160, nodes=6, runtime=(0.5, 2.0), kill_every=5.0, restart_
 TIDE = SoakSpec(pods=90, nodes=4, arrival_rate=15.0, runtime=(0.5, 2.0), kill_every=8.0, restart_after=2.0,
                 handover_every=0.0, fault_rate=1.0, tide_every=30.0, tide_delay=2.0, tide_hold=(10.0, 12.0),
                 tide_borrow=0.875, stall_timeout=30.0, timeout=120.0, seed=5)
+QUIET = SoakSpec(pods=24, nodes=6, arrival_rate=12.0, runtime=(0.5, 1.0), fault_rate=0.0, kill_every=0.0,
+                 handover_every=0.0, replicas=1, processes=False, tide_every=0.0, stall_timeout=5.0, timeout=120.0,
+                 seed=3)
 
 
 def bind(core: client.CoreV1Api, pod: str, node: str) -> int:  # noqa: F811
@@ -91,26 +99,25 @@ def test_the_quota_check_sees_a_namespace_over_max_and_a_reclaim_that_takes_too_
     assert watch.borrowed_peak == {"ml-a": 0, "ml-b": 7}
 
 
+class _Timeline:
+    """What ``_Soak.inject`` needs of the harness: the API server and ``after``, which only records."""
+
+    def __init__(self, api: object) -> None:
+        self.api = api
+        self.later: list[tuple[float, Callable[[], None]]] = []
+
+    def after(self, seconds: float, fn: Callable[[], None], label: str = "") -> None:
+        self.later.append((seconds, fn))
+
+    def now(self) -> float:
+        return 0.0
+
+
 @pytest.mark.parametrize("kind", ["binding-500", "binding-409", "binding-disconnect"])
 def test_a_binding_fault_lapses_when_no_binding_comes_in_its_window(api, core, kind) -> None:  # noqa: F811
-    """A fault waits for its request FAULT_WINDOW seconds, not for ever: the faults of a stream
-    that outlived the traffic piled up, and every Binding of the last pod met one."""
-    from extender.testing.harness.soak import FAULT_WINDOW, _Soak
-
-    class Timeline:
-        api: object
-
-        def __init__(self) -> None:
-            self.later: list[tuple[float, object]] = []
-
-        def after(self, seconds: float, fn: object, label: str = "") -> None:
-            self.later.append((seconds, fn))
-
-        def now(self) -> float:
-            return 0.0
-
-    h = Timeline()
-    h.api = api
+    """A Binding fault waits for its request FAULT_WINDOW seconds, not for ever: the faults of a
+    stream that outlived the traffic piled up, and every Binding of the last pod met one."""
+    h = _Timeline(api)
     soak = _Soak(SMALL, h, [])  # type: ignore[arg-type]
     api.create(builders.pod("p"))
     soak.inject(kind)
@@ -121,3 +128,33 @@ def test_a_binding_fault_lapses_when_no_binding_comes_in_its_window(api, core, k
     with pytest.raises(Exception):
         bind(core, "p", "n1")
     assert bind(core, "p", "n1") == 201, "the lapsed fault failed a Binding after its window"
+
+
+@pytest.mark.parametrize("kind", ["list-500", "eviction-500", "lease-500"])
+def test_a_fault_of_a_rare_request_waits_for_it(api, kind) -> None:  # noqa: F811
+    """Lists, evictions and lease renewals come seldom or on their own clock: their faults do
+    not lapse (in 0.5 s most would never meet their request)."""
+    h = _Timeline(api)
+    _Soak(SMALL, h, []).inject(kind)  # type: ignore[arg-type]
+    assert h.later == []
+
+
+def test_a_stall_without_any_fault_or_kill_is_stuck_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a stall under faults or kills gets SETTLE_SECONDS once they stop: a run with neither,
+    stalled by the extender itself (its filter failing for 20 s here, then healing), ends
+    "stalled without a fault" with the pods left stuck - not passed once they resolve later."""
+    real = scheduling.SchedulingCycle.filter
+    started: list[float] = []
+
+    def wedged(self: scheduling.SchedulingCycle, raw_pod: Any, node_names: Any) -> FilterOutcome:
+        now = time.monotonic()
+        started[:] = started or [now]
+        if started[0] + 1.0 <= now < started[0] + 21.0:
+            return FilterOutcome(error="device accounting wedged")
+        return real(self, raw_pod, node_names)
+
+    monkeypatch.setattr(scheduling.SchedulingCycle, "filter", wedged)
+    result = run_soak(QUIET)
+    assert sum(result.faults.values()) == 0 and result.kills == result.handovers == 0
+    assert result.reason == "stalled without a fault"
+    assert result.violations["stuck"]

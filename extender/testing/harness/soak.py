@@ -5,7 +5,8 @@ server's objects alone.
 The cluster, its configuration and the workload are :mod:`.soak_workload`'s.
 
 **Faults** (a Poisson stream of :data:`FAULTS`, each a rule of the fake API server that waits for
-the next matching request - for :data:`FAULT_WINDOW` seconds at most -, or an action): Bindings answered 500 or 409, Bindings whose reply is
+the next matching request - a Binding or pod patch rule for :data:`FAULT_WINDOW` seconds at most
+-, or an action): Bindings answered 500 or 409, Bindings whose reply is
 lost after they were stored (a disconnect, or 504), Bindings disconnected before they reach the
 store, pod patches (gates, nudges, status) answered 500 or 409, evictions and lease renewals
 answered 500, watches dropped or aborted, event history compacted (watchers get 410 and relist),
@@ -45,10 +46,10 @@ view; :class:`SoakResult.violations`):
   quota (``quota_evictions``, from the extender's Preempted Events), how long the tides'
   ``reclaim`` pods waited from creation to their Binding (``reclaim_bind_seconds``) and each
   namespace's peak use beyond its ``min`` (``borrowed_peak``);
-* ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted) - during the
-  run, or within :data:`SETTLE_SECONDS` once the faults stopped (a run that stalled under faults
-  ends that way: ``SoakResult.reason``): a pod left Pending while the cluster is empty means
-  capacity leaked where the API cannot show it.
+* ``stuck``: every feasible pod was resolved (bound and run, preempted, or deleted): a pod left
+  Pending while the cluster is empty means capacity leaked where the API cannot show it. When
+  the run stalls while faults hit or replicas go down, the pods left get :data:`SETTLE_SECONDS`
+  once those stop (``SoakResult.reason`` says so); a stall without any is stuck at once.
 """
 
 from __future__ import annotations
@@ -86,15 +87,20 @@ FAULTS: dict[str, float] = {
 VIOLATION_KINDS = ("capacity", "leak", "unexplained", "gang", "preemption", "quota", "stuck")
 
 FAULT_WINDOW = 0.5
-"""Seconds a fault rule waits for its request before it lapses. A fault is a moment of trouble,
-not a debt: rules that never lapsed piled up once few pods were left (the stream keeps its rate,
-the Bindings do not), and every Binding of the last pod met one, attempt after attempt, until
-the run stalled."""
+"""Seconds a Binding or pod patch fault waits for its request before it lapses. Such a fault is
+a moment of trouble on the scheduling path, not a debt: rules that never lapsed piled up once
+few pods were left (the stream keeps its rate, the Bindings do not), and every Binding of the
+last pod met one, attempt after attempt, until the run stalled. Faults of rarer requests (lists,
+evictions, lease renewals) still wait for theirs."""
+
+LAPSING = frozenset({"binding-500", "binding-409", "binding-reply-lost", "binding-504-after-commit",
+                     "binding-disconnect", "pod-patch-500", "pod-patch-409"})
+"""The fault kinds that lapse after :data:`FAULT_WINDOW`."""
 
 SETTLE_SECONDS = 30.0
-"""Once the run ends with feasible pods left (it stalled, or timed out), the faults and the
-kills stop and they have this long to resolve - more than enough for the retries of pods
-backing off (``POD_MAX_BACKOFF_SECONDS``): what is still Pending then is ``stuck``."""
+"""A run that stalled while faults hit or replicas were killed or handed over: once those stop,
+the feasible pods left have this long to resolve - well over the retries of pods backing off
+(``POD_MAX_BACKOFF_SECONDS``) - before they count as ``stuck``."""
 
 RECLAIM_WITHIN = 30.0
 """Seconds a namespace under its ``min`` may wait for what it lent (see ``quota`` above)."""
@@ -104,9 +110,9 @@ RECLAIM_WITHIN = 30.0
 class SoakResult:
     spec: SoakSpec
     reason: str
-    """Why the run ended: ``all resolved``; or ``stalled`` or ``timeout``, then ``, resolved once
-    the faults stopped`` when the feasible pods left did so within :data:`SETTLE_SECONDS` (a pod
-    starved by faults, not stuck)."""
+    """Why the run ended: ``all resolved``, ``stalled`` or ``timeout``; ``stalled, resolved once
+    the faults stopped`` when it stalled under faults or kills and the feasible pods left were
+    resolved within :data:`SETTLE_SECONDS` once those stopped (starved by them, not stuck)."""
     duration: float
     outcomes: Counter[tuple[str, str]]
     """(kind, outcome) -> pods."""
@@ -395,7 +401,8 @@ class _Soak:
             self.faults[kind] += 1
         else:
             self.rules.append((kind, rule))
-            self.h.after(FAULT_WINDOW, rule.remove, f"{kind} lapses")
+            if kind in LAPSING:
+                self.h.after(FAULT_WINDOW, rule.remove, f"{kind} lapses")
 
     def faults_hit(self) -> Counter[str]:
         out = Counter(self.faults)
@@ -412,7 +419,10 @@ class _Soak:
         next_fault = now + self.rng.expovariate(spec.fault_rate) if spec.fault_rate > 0 else math.inf
         next_kill = now + spec.kill_every if spec.kill_every > 0 else math.inf
         next_handover = now + spec.handover_every if spec.handover_every > 0 else math.inf
-        while not self._stop.wait(max(0.0, min(next_fault, next_kill, next_handover) - time.monotonic())):
+        while True:
+            due = min(next_fault, next_kill, next_handover)
+            if self._stop.wait(None if math.isinf(due) else max(0.0, due - time.monotonic())):
+                break
             now = time.monotonic()
             try:
                 if now >= next_fault:
@@ -476,6 +486,10 @@ class _Soak:
     def stop(self) -> None:
         self._stop.set()
 
+    def disturbances(self) -> int:
+        """Faults that hit so far, and kills and hand-overs: what may starve a pod for a while."""
+        return sum(self.faults_hit().values()) + self.kills + self.handovers
+
     def resolved(self) -> int:
         """Feasible pods resolved so far (bound and run, preempted or deleted)."""
         return sum(1 for life in self.h.lives if life.key in self.feasible and life.finished_at is not None)
@@ -518,17 +532,18 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
             thread.start()
         reason = "timeout"
         last_change, last_resolved, next_report = h.now(), -1, h.now() + 10.0
+        disturbed = 0  # disturbances() at the last progress
         try:
             while h.now() - start < spec.timeout:
                 resolved = soak.resolved()
                 now = h.now()
                 if resolved != last_resolved:
-                    last_change, last_resolved = now, resolved
+                    last_change, last_resolved, disturbed = now, resolved, soak.disturbances()
                 if resolved == len(soak.feasible):
                     reason = "all resolved"
                     break
                 if now > last_arrival and now - last_change > spec.stall_timeout:
-                    reason = "stalled"
+                    reason = "stalled" if soak.disturbances() > disturbed else "stalled without a fault"
                     break
                 if progress is not None and now >= next_report:
                     next_report = now + 10.0
@@ -550,7 +565,7 @@ def run_soak(spec: SoakSpec, progress: Callable[[str], None] | None = None) -> S
             if not replica.ready():
                 h.restart_extender(index)
         h.wait_until(lambda: h.leader() is not None, 30.0)
-        if reason != "all resolved" and h.wait_until(lambda: soak.resolved() == len(soak.feasible), SETTLE_SECONDS):
+        if reason == "stalled" and h.wait_until(lambda: soak.resolved() == len(soak.feasible), SETTLE_SECONDS):
             reason += ", resolved once the faults stopped"
         time.sleep(2.0)  # events recorded by either side reach the API server
         with soak._lock:
@@ -595,7 +610,7 @@ def _result(spec: SoakSpec, h: Harness, soak: _Soak, reason: str, duration: floa
     violations["leak"] += _fits_in_free(h, pending, soak)
     violations["stuck"] = [f"{key}: {soak.kind[key]}, Pending since {lives[key].created:.1f}s"
                            for key in sorted(soak.feasible) if key in lives and lives[key].finished_at is None]
-    if reason.startswith("timeout"):
+    if reason == "timeout":
         violations["stuck"].insert(0, f"the run timed out after {duration:.0f}s")
     groups: Counter[str] = Counter()
     partial: list[float] = []
