@@ -74,6 +74,10 @@ class MemoryCluster:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
+        self._disrupted: dict[str, dict[str, str]] = {}
+        """Per budget (``namespace/name``): the pods evicted through it and not replaced yet, name
+        -> UID, oldest first - what ``status.disruptedPods`` and the controller's scale keep
+        counting in a cluster: expected, not healthy (``_violates``)."""
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._quotas: dict[str, dict[str, Any]] = {}
         self._sinks: list[ClusterEvents] = []
@@ -168,13 +172,27 @@ class MemoryCluster:
                     sink.remove_node(name)
 
     def add_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace a pod; returns the stored copy."""
+        """Create or replace a pod; returns the stored copy. A new pod (or a new UID) that a
+        budget covers replaces a pod evicted through it: the one of its name, else the oldest."""
         with self._lock:
             stored = self._stamp(pod)
             stored["metadata"].setdefault("namespace", "default")
-            self._pods[_key_of(stored)] = stored
+            key = _key_of(stored)
+            previous = self._pods.get(key)
+            if previous is None or previous["metadata"].get("uid") != stored["metadata"].get("uid"):
+                self._replaces(stored)
+            self._pods[key] = stored
             self._publish_pod(stored)
             return stored
+
+    def _replaces(self, pod: Mapping[str, Any]) -> None:
+        view = _budget_view(pod)
+        if view is None or view.terminal:
+            return
+        for pdb in self._pdbs:
+            disrupted = self._disrupted.get(_key_of(pdb))
+            if disrupted and Budget.from_object(pdb).covers(view):
+                del disrupted[view.name if view.name in disrupted else next(iter(disrupted))]
 
     def graceful(self, kubelet: Kubelet | None) -> None:
         """Emulate graceful termination from now on (None: delete at once again, as by default).
@@ -361,22 +379,30 @@ class MemoryCluster:
                 raise WriteError(f"pod {namespace}/{name} has a different UID", conflict=True)
             if pod["metadata"].get("deletionTimestamp"):
                 return  # terminating already: the Eviction API accepts it without a budget check
-            for pdb in self._pdbs:
-                if self._violates(pdb, pod):
+            target = _budget_view(pod)
+            covering = [pdb for pdb in self._pdbs
+                        if target is not None and Budget.from_object(pdb).covers(target)]
+            for pdb in covering:
+                if self._violates(pdb):
                     raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.",
                                      conflict=True)
             self.delete_pod(namespace, name, grace_period_seconds)
+            if target is not None and not target.terminal:
+                for pdb in covering:
+                    self._disrupted.setdefault(_key_of(pdb), {})[name] = target.uid
 
-    def _violates(self, pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-        """Would evicting ``pod`` go beyond ``pdb``'s allowance? Counted live, as the disruption
-        controller counts (``Budget.allowed``, the arithmetic the extender's preemption uses),
-        whatever status the object carries: this cluster writes none."""
+    def _violates(self, pdb: Mapping[str, Any]) -> bool:
+        """Would evicting one more pod ``pdb`` covers go beyond its allowance? Counted live, as the
+        disruption controller counts (``Budget.allowed``, the arithmetic the extender's
+        preemption uses), whatever status the object carries: this cluster writes none. The pods
+        evicted through it that are gone and not replaced (``_disrupted``) stay expected and
+        unhealthy, as their controller's scale and ``status.disruptedPods`` keep them in a
+        cluster; one still terminating counts as any pod being deleted."""
         budget = replace(Budget.from_object(pdb), disruptions_allowed=None)
-        target = _budget_view(pod)
-        if target is None or not budget.covers(target):
-            return False
         followed = [v for v in map(_budget_view, self._pods.values()) if v is not None and budget.covers(v)]
-        return budget.allowed(followed) < 1
+        present = {v.name for v in followed}
+        absent = sum(1 for name in self._disrupted.get(_key_of(pdb), {}) if name not in present)
+        return budget.allowed(followed, absent=absent) < 1
 
     def remove_scheduling_gate(self, namespace: str, name: str, gate: str, uid: str | None = None) -> None:
         with self._lock:

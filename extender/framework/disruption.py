@@ -4,7 +4,10 @@ beyond what their budgets allow.
 A budget's allowance is ``status.disruptionsAllowed`` when the disruption controller has written
 it (a real cluster); otherwise it is computed from the spec over the pods the extender follows
 (``minAvailable`` / ``maxUnavailable`` as integers or percentages, rounded up like Kubernetes),
-which is exact for the memory cluster and an approximation for pods the extender does not follow.
+an approximation: it cannot see a workload's scale, so a pod evicted through the budget that is
+gone and not replaced yet no longer counts as expected here (the memory cluster, which refuses
+the eviction then as a cluster does, counts it: ``absent``), nor do pods the extender does not
+follow.
 """
 
 from __future__ import annotations
@@ -57,22 +60,25 @@ class Budget:
         return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
     def allowed(self, followed: Iterable[PodInfo], going: AbstractSet[str] = frozenset(),
-                evicted: Iterable[PodInfo] = ()) -> int:
+                evicted: Iterable[PodInfo] = (), absent: int = 0) -> int:
         """How many more covered pods may be evicted: the status's ``disruptionsAllowed`` when
         the disruption controller has written it - less the covered pods ``evicted`` since
         that it does not name in ``disruptedPods`` (``Evictions.unseen``: the status is the one
         from before their evictions) -, else counted as it counts: the covered pods
         (``followed``: pending ones included) not terminal are expected, those on a node and not
-        leaving (deleting, or UIDs in ``going``: evicted, not shown deleting yet) healthy."""
+        leaving (deleting, or UIDs in ``going``: evicted, not shown deleting yet) healthy, and
+        ``absent`` more are expected, none of them healthy (pods evicted through the budget, gone
+        and not replaced yet: the memory cluster's stand-in for their controller's scale)."""
         if self.disruptions_allowed is not None:
             unseen = sum(1 for p in evicted if p.name not in self.disrupted and self.covers(p))
             return max(0, self.disruptions_allowed - unseen)
         expected = [p for p in followed if self.covers(p) and not p.terminal]
         healthy = sum(1 for p in expected if p.node_name and not p.deleting and p.uid not in going)
+        count = len(expected) + absent
         if self.min_available is not None:
-            return max(0, healthy - _amount(self.min_available, len(expected)))
+            return max(0, healthy - _amount(self.min_available, count))
         if self.max_unavailable is not None:
-            return max(0, healthy - (len(expected) - _amount(self.max_unavailable, len(expected))))
+            return max(0, healthy - (count - _amount(self.max_unavailable, count)))
         return healthy
 
 

@@ -286,3 +286,62 @@ def test_a_percentage_budget_is_counted_too() -> None:
     cluster.evict("default", "a", "u-a")
     with pytest.raises(WriteError, match="disruption budget"):
         cluster.evict("default", "b", "u-b")
+
+
+# id, the budget's spec (over three healthy pods a, b, c), how many evictions it grants in a row
+EVICTED_KEEP_COUNTING = [
+    ("min-available-int", {"minAvailable": 2}, 1),
+    ("min-available-percent", {"minAvailable": "50%"}, 1),  # 50% of 3 expected: 2 must stay
+    ("max-unavailable-int", {"maxUnavailable": 1}, 1),
+    ("max-unavailable-percent", {"maxUnavailable": "33%"}, 1),  # 33% of 3 expected: 1 may go
+    ("max-unavailable-two", {"maxUnavailable": 2}, 2),
+]
+
+
+@pytest.mark.parametrize("graceful", [False, True], ids=["gone-at-once", "kubelet-finished"])
+@pytest.mark.parametrize("spec, granted", [c[1:] for c in EVICTED_KEEP_COUNTING],
+                         ids=[c[0] for c in EVICTED_KEEP_COUNTING])
+def test_an_evicted_pod_keeps_counting_as_expected_until_it_is_replaced(spec: dict[str, Any], granted: int,
+                                                                        graceful: bool) -> None:
+    """The disruption controller takes the expected count of a percentage or ``maxUnavailable``
+    budget from the workload's scale, and the API server records each granted eviction in
+    ``status.disruptedPods``: an evicted pod, gone, is one expected pod down until its controller
+    replaces it - not one expected pod fewer, which would grant another eviction."""
+    pods = [_bound(n) for n in "abc"]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "x"}
+    cluster, kubelet = _graceful(*pods, pdbs=[{"metadata": {"name": "x", "namespace": "default"},
+                                               "spec": {**spec, "selector": {"matchLabels": {"app": "x"}}}}])
+    if not graceful:
+        cluster.graceful(None)
+    for name in "abc"[:granted]:
+        cluster.evict("default", name, f"u-{name}")
+    kubelet.finish_all()
+    assert [p["metadata"]["name"] for p in cluster.pods()] == list("abc"[granted:])
+    last = "abc"[granted]
+    with pytest.raises(WriteError, match="disruption budget"):
+        cluster.evict("default", last, f"u-{last}")
+    # the controller replaces one (under another name, as a ReplicaSet does): one more may go
+    replacement = _bound("a2")
+    replacement["metadata"]["labels"] = {"app": "x"}
+    cluster.add_pod(replacement)
+    cluster.evict("default", last, f"u-{last}")
+
+
+def test_a_replacement_of_the_same_name_and_a_deletion_by_the_owner() -> None:
+    """A pod recreated under the evicted one's name (a StatefulSet's) replaces it; a pod its
+    owner deletes (not evicted) leaves the expected count, as a scale-down does."""
+    pods = [_bound(n) for n in "abc"]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "x"}
+    cluster = MemoryCluster({**cluster_objects([make_node("n1").obj()], pods), "PodDisruptionBudget": [
+        {"metadata": {"name": "x", "namespace": "default"},
+         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "x"}}}}]})
+    cluster.evict("default", "a", "u-a")
+    cluster.add_pod({**_bound("a"), "metadata": {"name": "a", "uid": "u-a2", "labels": {"app": "x"}}})
+    cluster.evict("default", "b", "u-b")
+    with pytest.raises(WriteError, match="disruption budget"):
+        cluster.evict("default", "c", "u-c")
+    cluster.delete_pod("default", "a")  # scaled down: 2 expected (b evicted, c), c may not go yet
+    with pytest.raises(WriteError, match="disruption budget"):
+        cluster.evict("default", "c", "u-c")
