@@ -11,7 +11,8 @@ the parser this module keeps what the extender promised of its HTTP layer (``doc
   chunked body that grows over it is a 413 as soon as it does; either closes the connection;
 * ``Expect: 100-continue`` gets its ``100 Continue`` once the head is in (another expectation:
   417); a ``Transfer-Encoding`` other than ``chunked``: 501; HTTP versions other than 1.0 and 1.1,
-  and any head the parser refuses: 400; a request line or header fields over gunicorn's
+  and any head the parser refuses (``chunked`` that is not the final transfer coding or comes
+  twice among them, RFC 9112 6.3): 400; a request line or header fields over gunicorn's
   ``limit_request_line`` / ``limit_request_fields`` / ``limit_request_field_size``: 414 or 431.
   Each of these answers in JSON, ``{"error", "message"}``, and closes the connection;
 * a request whose body came chunked is answered, then its connection closes, as under gthread;

@@ -12,7 +12,9 @@ HTTP layer of its own that does both: ``extender.api.http1``.)
 * A ``Transfer-Encoding`` other than exactly ``chunked`` (any case) is a 501 that closes the
   connection, as in the fast lane: gunicorn would pass ``gzip, chunked`` (and ``deflate``,
   ``compress``, ``identity`` before ``chunked``) to the app still encoded, and answers a lone
-  ``gzip`` with a 400.
+  ``gzip`` with a 400. One whose ``chunked`` is not the final coding or comes more than once
+  (``chunked, gzip``, ``chunked, chunked``) stays gunicorn's 400, as in the fast lane: RFC 9112
+  6.3, the body's length cannot be determined.
 * A request whose body is announced over the app's limit (Content-Length) gets a 413 without
   the body being read, and a chunked body may turn out over the limit (or broken) only once
   read. Before the next request on the connection gunicorn would have to read what is left:
@@ -77,10 +79,23 @@ def body_limit(app: Any) -> int:
     return int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 0)
 
 
+def unframed(headers: list[tuple[str, str]]) -> bool:
+    """Whether gunicorn request ``headers`` (upper-case names) give ``chunked`` as a transfer
+    coding that is not the final one, or more than once (their Transfer-Encoding fields taken as
+    one list): RFC 9112 6.3 - the body's length cannot be determined, a 400 that closes the
+    connection, not the 501 of a coding the server does not implement."""
+    codings = [part.split(";", 1)[0].strip().lower()
+               for name, value in headers if name == "TRANSFER-ENCODING" for part in value.split(",")]
+    return "chunked" in codings and (codings[-1] != "chunked" or codings.count("chunked") > 1)
+
+
 def refused_coding(headers: list[tuple[str, str]]) -> str | None:
     """The first ``Transfer-Encoding`` among gunicorn request ``headers`` (upper-case names)
     that is not exactly ``chunked`` (any case, spaces around allowed): the only coding the
-    extender reads, as the fast lane (``extender.api.http1``). None if there is none."""
+    extender reads, as the fast lane (``extender.api.http1``). None if there is none, or if
+    the request is ``unframed`` (a 400, not a coding to refuse)."""
+    if unframed(headers):
+        return None
     for name, value in headers:
         if name == "TRANSFER-ENCODING" and value.strip().lower() != "chunked":
             return value
@@ -105,8 +120,9 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         """gunicorn's answer to ``exc``, in JSON. A request gunicorn refused as an invalid header
-        (a lone ``gzip``, ``chunked, gzip``, ...) whose Transfer-Encoding is not ``chunked`` is
-        a 501 naming the coding, as the ones gunicorn does not know."""
+        (a lone ``gzip``, ``identity``, ...) whose Transfer-Encoding is not ``chunked`` is a 501
+        naming the coding, as the ones gunicorn does not know; one whose ``chunked`` is not the
+        final coding or comes twice (``chunked, gzip``: ``unframed``) keeps gunicorn's 400."""
         if isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader):
             coding = refused_coding(getattr(exc.req, "headers", None) or [])
             if coding is not None:
@@ -122,8 +138,11 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
     def handle_request(self, req: Any, conn: Any) -> bool:
         """gthread's, but a request whose Transfer-Encoding is not ``chunked`` (gunicorn lets
         ``gzip, chunked`` through, the body still encoded) is answered 501 and its connection
-        closed, the app never called; one whose body size is known only once read closes after
-        its answer."""
+        closed, the app never called (400 if ``unframed``: gunicorn 27 refuses those itself);
+        one whose body size is known only once read closes after its answer."""
+        if unframed(req.headers):
+            self.handle_error(req, conn.sock, conn.client, InvalidHeader("TRANSFER-ENCODING", req))
+            return False
         coding = refused_coding(req.headers)
         if coding is not None:
             self.handle_error(req, conn.sock, conn.client, UnsupportedTransferCoding(coding))

@@ -137,6 +137,25 @@ def test_a_transfer_coding_other_than_chunked_is_501_and_closes(server: Server, 
     assert reply.json() == {"error": "not implemented", "message": f"Unsupported transfer coding: {codings[0]!r}"}
 
 
+@pytest.mark.parametrize("codings", [
+    ["chunked, gzip"], ["chunked, identity"], ["chunked", "gzip"], ["chunked, chunked"], ["chunked", "chunked"],
+    ["gzip, chunked, chunked"],
+], ids=["chunked then gzip", "chunked then identity", "chunked, then gzip in a second header", "chunked twice",
+        "chunked twice in two headers", "unknown, then chunked twice"])
+def test_chunked_not_last_or_twice_is_a_400_and_closes(server: Server, codings: list[str]) -> None:
+    """RFC 9112 6.3: chunked that is not the final coding, or comes more than once, leaves the
+    body's length unknown - a 400 (not the 501 of a coding the server does not implement), in
+    JSON, and the connection closes: a request pipelined behind it is not answered."""
+    refused = request("POST", "/scheduler/filter", _chunks(GOOD), *(f"Transfer-Encoding: {c}" for c in codings))
+    replies = _exchange(server, refused + request("POST", "/scheduler/filter", GOOD, length=len(GOOD)))
+    assert [r.status for r in replies] == [400], [(r.status, r.body[:100]) for r in replies]
+    [reply] = replies
+    assert reply.close and reply.headers["content-type"] == "application/json"
+    message = {"gthread": "Invalid HTTP Header: 'TRANSFER-ENCODING'",
+               "gevent": "Invalid request: Invalid `Transfer-Encoding` header value"}[server.worker]
+    assert reply.json() == {"error": "bad request", "message": message}
+
+
 def test_chunked_is_a_transfer_coding_in_any_case(server: Server) -> None:
     [reply] = _exchange(server, request("POST", "/scheduler/filter", _chunks(GOOD), "Transfer-Encoding: CHUNKED"))
     assert reply.status == 200 and reply.close and reply.json()["Error"] == ""

@@ -15,7 +15,7 @@ from gunicorn.http.errors import (ExpectationFailed, InvalidRequestLine, LimitRe
                                   UnsupportedTransferCoding)
 from gunicorn.http.parser import RequestParser
 
-from extender.api.workers import ThreadWorker, body_limit, json_error, refused_coding, unbounded
+from extender.api.workers import ThreadWorker, body_limit, json_error, refused_coding, unbounded, unframed
 
 
 def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
@@ -99,19 +99,28 @@ def _worker() -> ThreadWorker:
     (_parse_refusal(_post("Transfer-Encoding: br, chunked")), 501, "Unsupported transfer coding: 'br, chunked'"),
     (_parse_refusal(_post("Transfer-Encoding: gzip")), 501, "Unsupported transfer coding: 'gzip'"),
     (_parse_refusal(_post("Transfer-Encoding: identity")), 501, "Unsupported transfer coding: 'identity'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip")), 501, "Unsupported transfer coding: 'chunked, gzip'"),
     (_parse_refusal(_post("Transfer-Encoding: gzip", "Content-Length: 2")), 501, "'gzip'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: gzip")), 400,
+     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, identity")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, chunked")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
     (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: chunked")), 400,
+     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: gzip, chunked, chunked")), 400,
      "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
     (_parse_refusal(_post("Transfer-Encoding: chunked", "Content-Length: 2")), 400,
      "Invalid HTTP Header: 'CONTENT-LENGTH'"),
 ], ids=["request line", "line too long", "expectation", "unknown coding", "unknown coding, parsed", "gzip alone",
-        "identity alone", "chunked then gzip", "gzip and Content-Length", "chunked twice: framing",
+        "identity alone", "gzip and Content-Length", "chunked then gzip: framing",
+        "chunked, then gzip in a second header: framing", "chunked then identity: framing",
+        "chunked twice: framing", "chunked twice in two headers: framing", "unknown, then chunked twice: framing",
         "chunked and Content-Length: framing"])
 def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception, status: int, message: str) -> None:
     """Through gunicorn's own handle_error: holds on every gunicorn version setup.cfg allows. A
     Transfer-Encoding other than ``chunked`` is a 501 however gunicorn refused it; a ``chunked``
-    framed ambiguously stays gunicorn's 400."""
+    framed ambiguously - with Content-Length, not the final coding, or more than once (RFC 9112
+    6.3: the body's length cannot be determined) - stays gunicorn's 400."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
         _worker().handle_error(None, ours, ("127.0.0.1", 40000), error)
@@ -134,10 +143,47 @@ def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception,
     ([("TRANSFER-ENCODING", "deflate,chunked")], "deflate,chunked"),
     ([("TRANSFER-ENCODING", "identity, chunked")], "identity, chunked"),
     ([("TRANSFER-ENCODING", "gzip"), ("TRANSFER-ENCODING", "chunked")], "gzip"),
-    ([("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "gzip")], "gzip"),
+    ([("TRANSFER-ENCODING", "gzip")], "gzip"),
 ])
 def test_only_chunked_is_a_transfer_coding_the_worker_reads(headers: list[tuple[str, str]], refused: str | None) -> None:
     assert refused_coding(headers) == refused
+    assert not unframed(headers)
+
+
+@pytest.mark.parametrize("headers", [
+    [("TRANSFER-ENCODING", "chunked, gzip")],
+    [("TRANSFER-ENCODING", "Chunked , GZIP")],
+    [("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "gzip")],
+    [("TRANSFER-ENCODING", "chunked, chunked")],
+    [("TRANSFER-ENCODING", "chunked,chunked")],
+    [("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "chunked")],
+    [("TRANSFER-ENCODING", "gzip, chunked, chunked")],
+    [("TRANSFER-ENCODING", "chunked;x=1, gzip")],
+], ids=["chunked then gzip", "any case", "in two headers", "chunked twice", "twice, no space",
+        "twice in two headers", "unknown, then chunked twice", "with a parameter"])
+def test_chunked_not_last_or_twice_is_unframed_not_a_refused_coding(headers: list[tuple[str, str]]) -> None:
+    """RFC 9112 6.3: the body's length cannot be determined - a 400 (gunicorn's), not a 501."""
+    assert unframed(headers)
+    assert refused_coding(headers) is None
+
+
+@pytest.mark.parametrize("coding", ["chunked, gzip", "chunked, chunked"])
+def test_an_unframed_request_gunicorn_let_through_is_a_400_the_app_never_sees(coding: str) -> None:
+    """gunicorn 27 refuses these itself; were one let through, the worker still answers 400."""
+    req = next(iter(RequestParser(Config(), iter([_post("Transfer-Encoding: gzip, chunked") + b"0\r\n\r\n"]),
+                                  ("127.0.0.1", 40000))))
+    req.headers = [(name, coding if name == "TRANSFER-ENCODING" else value) for name, value in req.headers]
+    worker = _worker()
+    worker.wsgi = lambda *_: pytest.fail("the app was called")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        keep = worker.handle_request(req, SimpleNamespace(sock=ours, client=("127.0.0.1", 40000)))
+        ours.shutdown(socket.SHUT_WR)
+        reply = b"".join(iter(lambda: theirs.recv(65536), b""))
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert keep is False
+    assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n") and b"Connection: close" in head
+    assert json.loads(body) == {"error": "bad request", "message": "Invalid HTTP Header: 'TRANSFER-ENCODING'"}
 
 
 @pytest.mark.parametrize("coding", ["gzip, chunked", "deflate, chunked", "compress, chunked", "identity, chunked"])

@@ -306,7 +306,8 @@ class Case:
     def errors_expected(self) -> tuple[int, ...]:
         """Statuses of 500 and above this request may get: 501 for a transfer coding the server
         does not implement - an unknown one, gzip alone or before chunked (RFC 9112 6.1: a
-        server SHOULD answer 501; both workers do); no other."""
+        server SHOULD answer 501; both workers do); no other (chunked before gzip, or twice,
+        is a 400: RFC 9112 6.3)."""
         return (501,) if self.damage in _UNIMPLEMENTED_CODINGS else ()
 
     def describe(self) -> str:
@@ -348,6 +349,8 @@ HEAD_DAMAGE = {
     "Transfer-Encoding gzip": ["Transfer-Encoding: gzip"],
     "Transfer-Encoding gzip, chunked": ["Transfer-Encoding: gzip, chunked"],
     "Transfer-Encoding unknown": ["Transfer-Encoding: br"],
+    "Transfer-Encoding chunked, gzip": ["Transfer-Encoding: chunked, gzip"],
+    "Transfer-Encoding chunked twice": ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"],
     "Expect other than 100-continue": ["Expect: 200-ok"],
     "space in a header name": ["Bad Name: x"],
     "header without a colon": ["NoColon"],
