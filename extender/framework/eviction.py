@@ -57,6 +57,9 @@ class Evictions:
         """UID -> (pod, when evicted, the budgets with a status that covered it then, as they
         were then)."""
         self._lock = threading.Lock()
+        self.version = 0
+        """Moves on every ``add`` and ``discard``: a verdict that counted the pods ``going`` holds
+        only while it is the same (a refused eviction puts its pod's use back)."""
 
     def add(self, victims: Iterable[PodInfo], budgeted: bool = True) -> None:
         """``victims`` are being evicted (called before the Eviction: from the API server's
@@ -74,12 +77,14 @@ class Evictions:
                     self._unseen[v.uid] = (v, at, covering)
             while len(self._unseen) > _UNSEEN_AT_MOST:  # the oldest first: a dict keeps order
                 del self._unseen[next(iter(self._unseen))]
+            self.version += 1
 
     def discard(self, uid: str) -> None:
         """The eviction was refused: nothing is going."""
         with self._lock:
             self._pods.pop(uid, None)
             self._unseen.pop(uid, None)
+            self.version += 1
 
     def unseen(self, budgets: Sequence[Budget]) -> list[PodInfo]:
         """The evicted pods covered by a budget (of ``budgets``, the watch's now) whose status is

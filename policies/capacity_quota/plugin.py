@@ -52,11 +52,12 @@ NAME = "CapacityQuota"
 log = logging.getLogger(__name__)
 
 _CHECKED = NAME + "/checked"
+"""CycleState key: PreFilter found the pod within its quota on the real cluster (``_as_of`` then);
+``_STILL`` or a refusal's reason once Filter judged in this cycle."""
 _STILL = object()
-"""``_CHECKED`` once a Filter call found PreFilter's verdict current (``_as_of``): the rest of the
-cycle trusts it without asking again (the bind's one Filter call, inside the assume, is the one
-that must ask)."""
-"""CycleState key: PreFilter found the pod within its quota on the real cluster."""
+"""``_CHECKED`` once a Filter call found PreFilter's verdict current (``_as_of``) or judged again
+and found the pod fits: the rest of the cycle trusts it without asking again (the bind's one
+Filter call, inside the assume, is the one that must ask)."""
 
 
 @dataclass
@@ -305,8 +306,10 @@ class CapacityQuota:
         """What PreFilter's verdict was judged on: Filter trusts it only while this is the same.
         A bind runs PreFilter before the cache's lock and Filter inside the assume: two pods of
         one namespace binding at once each passed PreFilter without the other, and both went
-        over ``max`` (capacityscheduling's Reserve, in the serial cycle, rules that out)."""
-        return (self.handle.snapshot().generation, self.handle.held_version(), self.handle.change_count())
+        over ``max`` (capacityscheduling's Reserve, in the serial cycle, rules that out). The
+        evictions' version too: one refused meanwhile gives its pod's use back to its namespace."""
+        return (self.handle.snapshot().generation, self.handle.held_version(), self.handle.change_count(),
+                self.handle.evictions.version)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         removed: list[PodInfo] = []
@@ -315,12 +318,15 @@ class CapacityQuota:
             if real is not None:
                 removed = [p for uid, p in real.pods.items() if uid not in node.pods]
         checked = state.get(_CHECKED)
+        if not removed and isinstance(checked, str):
+            return Status.unschedulable(checked)  # judged again in this cycle, and refused
         if not removed and checked is not None and (checked is _STILL or checked == self._as_of()):
             state.write(_CHECKED, _STILL)  # looked at once per cycle: a request's snapshot is fixed
             return Status()
         why = self.verdict(pod, admission=_gated(pod), removed=removed)
-        if not why and not removed and checked is not None:
-            state.write(_CHECKED, _STILL)  # judged again, and it holds: not again for the next nodes
+        if not removed and checked is not None:
+            # judged again: the verdict stands for the next nodes of this cycle, either way
+            state.write(_CHECKED, why or _STILL)
         return Status.unschedulable(why) if why else Status()
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:

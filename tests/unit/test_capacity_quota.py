@@ -638,13 +638,19 @@ def test_two_binds_of_one_namespace_at_once_never_both_exceed_max() -> None:
     assert "above its max" in next(r for r in results.values() if r), results
 
 
-def test_filter_judges_the_quota_once_per_request_even_when_the_cluster_moves_during_it() -> None:
+@pytest.mark.parametrize("quota_max, arrives, feasible", [
+    (2, make_pod("other", "b").uid("u-other").req(gpu=1), 20),  # it changes nothing for a: fits
+    (1, make_pod("other", "a").uid("u-other").req(gpu=1).node("n0"), 0),  # a is full now: refused
+], ids=["still-fits", "refused-now"])
+def test_filter_judges_the_quota_once_per_request_even_when_the_cluster_moves_during_it(
+        quota_max: int, arrives: Any, feasible: int) -> None:
     """PreFilter's verdict is looked at again once per cycle (the bind's one Filter call, inside
     the assume, is the one that needs it): a change arriving while a filter request walks its
-    nodes made every remaining node judge the whole quota again (found in review: ~3x slower)."""
+    nodes made every remaining node judge the whole quota again (found in review: ~3x slower),
+    and so did a refusal judged then, which was not remembered (found in review: 21 verdicts)."""
     nodes = [make_node(f"n{i}").alloc(gpu=4).obj() for i in range(20)]
     state, cluster = app_of(nodes, [make_pod("p", "a").uid("u-p").req(gpu=1).obj()],
-                            [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 2})])
+                            [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": quota_max})])
     plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
     original_verdict, original_filter = plugin.verdict, plugin.filter
     judged: list[str] = []
@@ -656,11 +662,39 @@ def test_filter_judges_the_quota_once_per_request_even_when_the_cluster_moves_du
 
     def filter_(st: Any, pod: Any, node: Any) -> Any:
         seen.append(node.name)
-        if len(seen) == 2:  # a change arrives while the request walks its nodes
-            cluster.add_pod(make_pod("other", "b").uid("u-other").req(gpu=1).obj())
+        if len(seen) == 1:  # a change arrives after PreFilter, before the first node
+            cluster.add_pod(arrives.obj())
         return original_filter(st, pod, node)
 
     plugin.verdict, plugin.filter = verdict, filter_
     out = state.engine.filter(cluster.get_pod("a", "p"), [f"n{i}" for i in range(20)])
-    assert len(out.feasible) == 20
+    assert len(out.feasible) == feasible
     assert len(judged) <= 2, f"the quota was judged {len(judged)} times for one request"
+    if not feasible:
+        assert all("above its max" in why for why in out.failed.values()), out.failed
+
+
+def test_an_eviction_refused_between_prefilter_and_the_assume_is_counted_by_the_bind() -> None:
+    """a (max 1) runs v on n1. A preemption records v going (before its Eviction); p's bind runs
+    PreFilter meanwhile, where v no longer counts and p fits; the Eviction is refused and v stays.
+    The check inside p's assume judges again: v and p would be 2 > max 1 (found in review: the
+    evictions were not part of what PreFilter's verdict holds for, and p was bound over max)."""
+    state, _ = app_of([make_node("n1").alloc(gpu=4).obj()],
+                      [make_pod("v", "a").uid("u-v").req(gpu=1).node("n1").obj(),
+                       make_pod("p", "a").uid("u-p").req(gpu=1).obj()],
+                      [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 1})])
+    handle = state.engine.handle
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    victim = handle.snapshot().get("n1").pods["u-v"]
+    handle.evictions.add([victim])  # a preemption's record, made before its Eviction
+    original = plugin.pre_filter
+
+    def pre_filter(*args: Any) -> Any:
+        out = original(*args)
+        handle.evictions.discard("u-v")  # the Eviction is refused before p's assume
+        return out
+
+    plugin.pre_filter = pre_filter
+    result = state.engine.bind("a", "p", "u-p", "n1")
+    assert handle.evictions.going(handle.snapshot()) == {}
+    assert "above its max" in result, f"p bound over a's max 1 next to v: {result!r}"
