@@ -10,9 +10,9 @@ the parser this module keeps what the extender promised of its HTTP layer (``doc
 * a body announced over the limit (``server.maxRequestBytes``) is a 413 and is never read; a
   chunked body that grows over it is a 413 as soon as it does; either closes the connection;
 * ``Expect: 100-continue`` gets its ``100 Continue`` once the head is in (another expectation:
-  417); a ``Transfer-Encoding`` other than ``chunked``: 501; HTTP versions other than 1.0 and 1.1,
-  and any head the parser refuses (``chunked`` that is not the final transfer coding or comes
-  twice among them, RFC 9112 6.3): 400; a request line or header fields over gunicorn's
+  417); a ``Transfer-Encoding`` other than ``chunked``: ``extender.api.codings``'s answer (400
+  or 501), as under gthread; HTTP versions other than 1.0 and 1.1, and any head the parser
+  refuses: 400; a request line or header fields over gunicorn's
   ``limit_request_line`` / ``limit_request_fields`` / ``limit_request_field_size``: 414 or 431.
   Each of these answers in JSON, ``{"error", "message"}``, and closes the connection;
 * a request whose body came chunked is answered, then its connection closes, as under gthread;
@@ -40,6 +40,7 @@ from urllib.parse import unquote_to_bytes
 import httptools
 import orjson
 
+from extender.api import codings
 from extender.api.errors import too_large
 from extender.api.replies import REASONS, error_payload
 from extender.api.verbs import Verbs
@@ -197,6 +198,7 @@ class _Reader:
             raise Refused(400, f"Invalid HTTP Version 'HTTP/{version}'")
         limit = self.limits.body
         hosts = 0
+        transfer: list[str] = []
         for name, value in self._headers:
             lname = name.lower()
             if lname == b"host":
@@ -204,9 +206,7 @@ class _Reader:
                 if hosts > 1:  # RFC 9112 3.2: a request with more than one Host is a 400
                     raise Refused(400, "Invalid HTTP Header: 'HOST'")
             if lname == b"transfer-encoding":
-                if value.strip().lower() != b"chunked":
-                    raise Refused(501, f"Unsupported transfer coding: {value.decode('latin-1')!r}")
-                self._chunked = True
+                transfer.append(value.decode("latin-1"))
             elif lname == b"content-length":
                 self._length = int(value)
                 if limit and self._length > limit:
@@ -215,6 +215,11 @@ class _Reader:
                 if value.strip().lower() != b"100-continue":
                     raise Refused(417, f"Unable to comply with expectation: {value.decode('latin-1')!r}")
                 self.expects_continue = version == "1.1"
+        if transfer:
+            refused = codings.refusal(transfer)
+            if refused is not None:
+                raise Refused(*refused)
+            self._chunked = True
         self.head_done = True
 
     def on_body(self, body: bytes) -> None:

@@ -9,12 +9,12 @@ HTTP layer of its own that does both: ``extender.api.http1``.)
   ``{"error", "message"}``, like every answer of the app, and still closes the connection. The
   reason phrase - and so ``error`` - is the status's own (``extender.api.replies.REASONS``), not
   gunicorn's text (which says "Bad Request" for its 501).
-* A ``Transfer-Encoding`` other than exactly ``chunked`` (any case) is a 501 that closes the
-  connection, as in the fast lane: gunicorn would pass ``gzip, chunked`` (and ``deflate``,
-  ``compress``, ``identity`` before ``chunked``) to the app still encoded, and answers a lone
-  ``gzip`` with a 400. One whose ``chunked`` is not the final coding or comes more than once
-  (``chunked, gzip``, ``chunked, chunked``) stays gunicorn's 400, as in the fast lane: RFC 9112
-  6.3, the body's length cannot be determined.
+* A ``Transfer-Encoding`` other than exactly ``chunked`` gets the answer ``extender.api.codings``
+  gives, as in the fast lane, and its connection closes: gunicorn would pass ``gzip, chunked``
+  (and ``deflate``, ``compress``, ``identity`` before ``chunked``) to the app still encoded,
+  answers a lone ``gzip`` with a 400 and ``chunked, br`` with a 501. One gap: gunicorn stops at
+  the first coding it does not know and tells only that field, so ``chunked`` in one field and
+  such a coding in a later one (``br``, not ``gzip``) is a 501 here, a 400 in the fast lane.
 * A request whose body is announced over the app's limit (Content-Length) gets a 413 without
   the body being read, and a chunked body may turn out over the limit (or broken) only once
   read. Before the next request on the connection gunicorn would have to read what is left:
@@ -41,6 +41,7 @@ from gunicorn import util
 from gunicorn.http.errors import InvalidHeader, InvalidResponseHeader, UnsupportedTransferCoding
 from gunicorn.workers import gthread
 
+from extender.api import codings
 from extender.api.replies import REASONS
 
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3}) ([^\r\n]*)")
@@ -79,27 +80,41 @@ def body_limit(app: Any) -> int:
     return int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 0)
 
 
-def unframed(headers: list[tuple[str, str]]) -> bool:
-    """Whether gunicorn request ``headers`` (upper-case names) give ``chunked`` as a transfer
-    coding that is not the final one, or more than once (their Transfer-Encoding fields taken as
-    one list): RFC 9112 6.3 - the body's length cannot be determined, a 400 that closes the
-    connection, not the 501 of a coding the server does not implement."""
-    codings = [part.split(";", 1)[0].strip().lower()
-               for name, value in headers if name == "TRANSFER-ENCODING" for part in value.split(",")]
-    return "chunked" in codings and (codings[-1] != "chunked" or codings.count("chunked") > 1)
+class _Refused(InvalidHeader):
+    """gunicorn's 400 for a request's Transfer-Encoding, saying why (``codings.refusal``)."""
+
+    def __init__(self, message: str, req: Any = None) -> None:
+        super().__init__("TRANSFER-ENCODING", req)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
-def refused_coding(headers: list[tuple[str, str]]) -> str | None:
-    """The first ``Transfer-Encoding`` among gunicorn request ``headers`` (upper-case names)
-    that is not exactly ``chunked`` (any case, spaces around allowed): the only coding the
-    extender reads, as the fast lane (``extender.api.http1``). None if there is none, or if
-    the request is ``unframed`` (a 400, not a coding to refuse)."""
-    if unframed(headers):
+class _Unsupported(UnsupportedTransferCoding):
+    """gunicorn's 501 for a request's Transfer-Encoding, saying which (``codings.refusal``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def coding_refusal(values: list[str], req: Any = None) -> Exception | None:
+    """What to answer a request whose Transfer-Encoding fields are ``values`` (``req``: gunicorn's
+    request, for the access log): None when they are exactly ``chunked``."""
+    found = codings.refusal(values)
+    if found is None:
         return None
-    for name, value in headers:
-        if name == "TRANSFER-ENCODING" and value.strip().lower() != "chunked":
-            return value
-    return None
+    status, message = found
+    return _Refused(message, req) if status == 400 else _Unsupported(message)
+
+
+def transfer_codings(headers: list[tuple[str, str]]) -> list[str]:
+    """The Transfer-Encoding field values among gunicorn request ``headers`` (upper-case names)."""
+    return [value for name, value in headers if name == "TRANSFER-ENCODING"]
 
 
 def unbounded(req: Any, limit: int) -> bool:
@@ -119,14 +134,19 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
     wsgi: Any  # gunicorn's: the app, once loaded
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
-        """gunicorn's answer to ``exc``, in JSON. A request gunicorn refused as an invalid header
-        (a lone ``gzip``, ``identity``, ...) whose Transfer-Encoding is not ``chunked`` is a 501
-        naming the coding, as the ones gunicorn does not know; one whose ``chunked`` is not the
-        final coding or comes twice (``chunked, gzip``: ``unframed``) keeps gunicorn's 400."""
-        if isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader):
-            coding = refused_coding(getattr(exc.req, "headers", None) or [])
-            if coding is not None:
-                req, exc = req or exc.req, UnsupportedTransferCoding(coding)  # the request for the access log
+        """gunicorn's answer to ``exc``, in JSON. A request gunicorn refused for its
+        Transfer-Encoding - as an invalid header (with the request: all its fields are known)
+        or as a coding it does not know (only the field it was reading is) - gets the answer
+        ``codings.refusal`` gives: ``chunked, br`` a 400, a lone ``gzip`` a 501."""
+        if isinstance(exc, (_Refused, _Unsupported)):
+            pass
+        elif isinstance(exc, UnsupportedTransferCoding):
+            exc = coding_refusal([str(exc.hdr)]) or exc
+        elif isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader):
+            known = getattr(exc.req, "headers", None)
+            if known:
+                exc = coding_refusal(transfer_codings(known), exc.req) or exc
+                req = req or getattr(exc, "req", None)  # the request for the access log
         page = _Written()
         super().handle_error(req, page, addr, exc)  # gunicorn logs it and writes the page
         reply = json_error(page.data)
@@ -137,15 +157,12 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
 
     def handle_request(self, req: Any, conn: Any) -> bool:
         """gthread's, but a request whose Transfer-Encoding is not ``chunked`` (gunicorn lets
-        ``gzip, chunked`` through, the body still encoded) is answered 501 and its connection
-        closed, the app never called (400 if ``unframed``: gunicorn 27 refuses those itself);
-        one whose body size is known only once read closes after its answer."""
-        if unframed(req.headers):
-            self.handle_error(req, conn.sock, conn.client, InvalidHeader("TRANSFER-ENCODING", req))
-            return False
-        coding = refused_coding(req.headers)
-        if coding is not None:
-            self.handle_error(req, conn.sock, conn.client, UnsupportedTransferCoding(coding))
+        ``gzip, chunked`` through, the body still encoded) gets ``codings.refusal``'s answer and
+        its connection closed, the app never called; one whose body size is known only once
+        read closes after its answer."""
+        refused = coding_refusal(transfer_codings(req.headers), req)
+        if refused is not None:
+            self.handle_error(req, conn.sock, conn.client, refused)
             return False
         if unbounded(req, body_limit(self.wsgi)):
             req.must_close = True

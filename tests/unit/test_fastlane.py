@@ -178,6 +178,10 @@ def test_expect_100_continue_is_asked_for_the_body(lane: Lane) -> None:
      "Invalid `Transfer-Encoding`"),
     (post("/scheduler/filter", chunked(b"{}"), "Transfer-Encoding: chunked", "Transfer-Encoding: chunked",
           length=-1), 400, "Invalid `Transfer-Encoding`"),
+    (post("/scheduler/filter", chunked(b"{}"), "Transfer-Encoding: chunked\t, gzip", length=-1), 400, "final coding"),
+    (post("/scheduler/filter", chunked(b"{}"), "Transfer-Encoding: chunked", "Transfer-Encoding: br", length=-1),
+     400, "Transfer-Encoding"),
+    (post("/scheduler/filter", chunked(b"{}"), "Transfer-Encoding: chunked,", length=-1), 400, "Transfer-Encoding"),
     (post("/scheduler/filter", b"{}", version="HTTP/2.0"), 400, "HTTP Version"),
     (post("/scheduler/filter", b"{}", "Bad Name: x"), 400, "Invalid header token"),
     (post("/scheduler/filter", b"zz\r\n{}\r\n0\r\n\r\n", "Transfer-Encoding: chunked", length=-1), 400,
@@ -187,7 +191,8 @@ def test_expect_100_continue_is_asked_for_the_body(lane: Lane) -> None:
     (post("/scheduler/filter", b"{}", "X-Long: " + "v" * 9000), 431, "limit request headers fields size"),
 ], ids=["over the limit", "over the limit, expecting 100", "chunked over the limit", "other expectation",
         "transfer coding", "chunked not last", "chunked not last, two headers", "chunked twice",
-        "chunked twice, two headers", "HTTP/2.0", "header name", "broken chunks", "target too long", "too many headers",
+        "chunked twice, two headers", "chunked, tab, gzip", "chunked then unknown, two headers", "empty element",
+        "HTTP/2.0", "header name", "broken chunks", "target too long", "too many headers",
         "header too long"])
 def test_what_the_connection_refuses_is_json_and_closes_it(lane: Lane, request_bytes: bytes, status: int,
                                                           message: str) -> None:

@@ -15,7 +15,8 @@ from gunicorn.http.errors import (ExpectationFailed, InvalidRequestLine, LimitRe
                                   UnsupportedTransferCoding)
 from gunicorn.http.parser import RequestParser
 
-from extender.api.workers import ThreadWorker, body_limit, json_error, refused_coding, unbounded, unframed
+from extender.api.codings import EMPTY, UNFRAMED
+from extender.api.workers import ThreadWorker, body_limit, json_error, unbounded
 
 
 def _gunicorn_page(status: int, reason: str, message: str) -> bytes:
@@ -100,27 +101,36 @@ def _worker() -> ThreadWorker:
     (_parse_refusal(_post("Transfer-Encoding: gzip")), 501, "Unsupported transfer coding: 'gzip'"),
     (_parse_refusal(_post("Transfer-Encoding: identity")), 501, "Unsupported transfer coding: 'identity'"),
     (_parse_refusal(_post("Transfer-Encoding: gzip", "Content-Length: 2")), 501, "'gzip'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: gzip")), 400,
-     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked, identity")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked, chunked")), 400, "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
-    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: chunked")), 400,
-     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
-    (_parse_refusal(_post("Transfer-Encoding: gzip, chunked, chunked")), 400,
-     "Invalid HTTP Header: 'TRANSFER-ENCODING'"),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: gzip")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, identity")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, chunked")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: chunked")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: gzip, chunked, chunked")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, br")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: br, chunked, chunked")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, gzip;q=1")), 400, UNFRAMED),
+    (_parse_refusal(_post("Transfer-Encoding: chunked, , gzip")), 400, EMPTY),
+    (_parse_refusal(_post("Transfer-Encoding: chunked,")), 400, EMPTY),
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: ")), 400, EMPTY),
+    # the one gap (workers.py): gunicorn tells only the field with the coding it does not know
+    (_parse_refusal(_post("Transfer-Encoding: chunked", "Transfer-Encoding: br")), 501,
+     "Unsupported transfer coding: 'br'"),
     (_parse_refusal(_post("Transfer-Encoding: chunked", "Content-Length: 2")), 400,
      "Invalid HTTP Header: 'CONTENT-LENGTH'"),
 ], ids=["request line", "line too long", "expectation", "unknown coding", "unknown coding, parsed", "gzip alone",
         "identity alone", "gzip and Content-Length", "chunked then gzip: framing",
         "chunked, then gzip in a second header: framing", "chunked then identity: framing",
         "chunked twice: framing", "chunked twice in two headers: framing", "unknown, then chunked twice: framing",
-        "chunked and Content-Length: framing"])
+        "chunked then unknown: framing", "unknown then chunked twice: framing", "chunked then gzip with a parameter",
+        "empty element", "empty last element", "empty second header",
+        "chunked, then unknown in a second header: the gap", "chunked and Content-Length: framing"])
 def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception, status: int, message: str) -> None:
     """Through gunicorn's own handle_error: holds on every gunicorn version setup.cfg allows. A
-    Transfer-Encoding other than ``chunked`` is a 501 however gunicorn refused it; a ``chunked``
-    framed ambiguously - with Content-Length, not the final coding, or more than once (RFC 9112
-    6.3: the body's length cannot be determined) - stays gunicorn's 400."""
+    Transfer-Encoding gunicorn refused gets ``codings.refusal``'s answer, whichever of its errors
+    gunicorn raised: a coding the extender does not read is a 501; a ``chunked`` framed
+    ambiguously - not the final coding, more than once, beside an empty element (RFC 9112 6.3:
+    the body's length cannot be determined) - a 400 saying so; with Content-Length, gunicorn's."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
         _worker().handle_error(None, ours, ("127.0.0.1", 40000), error)
@@ -132,39 +142,6 @@ def test_the_gthread_worker_answers_gunicorns_refusals_in_json(error: Exception,
     assert message in payload["message"]
     assert payload["error"] == {400: "bad request", 414: "uri too long", 417: "expectation failed",
                                 501: "not implemented"}[status]
-
-
-@pytest.mark.parametrize("headers, refused", [
-    ([("TRANSFER-ENCODING", "chunked")], None),
-    ([("TRANSFER-ENCODING", "Chunked")], None),
-    ([("TRANSFER-ENCODING", " CHUNKED ")], None),
-    ([("CONTENT-LENGTH", "2")], None),
-    ([("TRANSFER-ENCODING", "gzip, chunked")], "gzip, chunked"),
-    ([("TRANSFER-ENCODING", "deflate,chunked")], "deflate,chunked"),
-    ([("TRANSFER-ENCODING", "identity, chunked")], "identity, chunked"),
-    ([("TRANSFER-ENCODING", "gzip"), ("TRANSFER-ENCODING", "chunked")], "gzip"),
-    ([("TRANSFER-ENCODING", "gzip")], "gzip"),
-])
-def test_only_chunked_is_a_transfer_coding_the_worker_reads(headers: list[tuple[str, str]], refused: str | None) -> None:
-    assert refused_coding(headers) == refused
-    assert not unframed(headers)
-
-
-@pytest.mark.parametrize("headers", [
-    [("TRANSFER-ENCODING", "chunked, gzip")],
-    [("TRANSFER-ENCODING", "Chunked , GZIP")],
-    [("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "gzip")],
-    [("TRANSFER-ENCODING", "chunked, chunked")],
-    [("TRANSFER-ENCODING", "chunked,chunked")],
-    [("TRANSFER-ENCODING", "chunked"), ("TRANSFER-ENCODING", "chunked")],
-    [("TRANSFER-ENCODING", "gzip, chunked, chunked")],
-    [("TRANSFER-ENCODING", "chunked;x=1, gzip")],
-], ids=["chunked then gzip", "any case", "in two headers", "chunked twice", "twice, no space",
-        "twice in two headers", "unknown, then chunked twice", "with a parameter"])
-def test_chunked_not_last_or_twice_is_unframed_not_a_refused_coding(headers: list[tuple[str, str]]) -> None:
-    """RFC 9112 6.3: the body's length cannot be determined - a 400 (gunicorn's), not a 501."""
-    assert unframed(headers)
-    assert refused_coding(headers) is None
 
 
 @pytest.mark.parametrize("coding", ["chunked, gzip", "chunked, chunked"])
@@ -183,7 +160,7 @@ def test_an_unframed_request_gunicorn_let_through_is_a_400_the_app_never_sees(co
     head, _, body = reply.partition(b"\r\n\r\n")
     assert keep is False
     assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n") and b"Connection: close" in head
-    assert json.loads(body) == {"error": "bad request", "message": "Invalid HTTP Header: 'TRANSFER-ENCODING'"}
+    assert json.loads(body) == {"error": "bad request", "message": UNFRAMED}
 
 
 @pytest.mark.parametrize("coding", ["gzip, chunked", "deflate, chunked", "compress, chunked", "identity, chunked"])

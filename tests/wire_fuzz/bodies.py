@@ -351,6 +351,8 @@ HEAD_DAMAGE = {
     "Transfer-Encoding unknown": ["Transfer-Encoding: br"],
     "Transfer-Encoding chunked, gzip": ["Transfer-Encoding: chunked, gzip"],
     "Transfer-Encoding chunked twice": ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"],
+    "Transfer-Encoding chunked, unknown": ["Transfer-Encoding: chunked, br"],
+    "Transfer-Encoding empty element": ["Transfer-Encoding: chunked,"],
     "Expect other than 100-continue": ["Expect: 200-ok"],
     "space in a header name": ["Bad Name: x"],
     "header without a colon": ["NoColon"],
