@@ -57,6 +57,14 @@ def _budget_view(pod: Mapping[str, Any]) -> PodInfo | None:
         return None
 
 
+def _controller(pod: Mapping[str, Any]) -> str | None:
+    """The UID of the pod's controller (its ownerReference with ``controller: true``), if any."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
 def _key_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name")))
@@ -74,9 +82,9 @@ class MemoryCluster:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
         self._pdbs: list[dict[str, Any]] = list(objects.get("PodDisruptionBudget", []))
-        self._disrupted: dict[str, dict[str, str]] = {}
+        self._disrupted: dict[str, dict[str, tuple[str, str | None]]] = {}
         """Per budget (``namespace/name``): the pods evicted through it and not replaced yet, name
-        -> UID, oldest first - what ``status.disruptedPods`` and the controller's scale keep
+        -> (UID, its controller's UID), oldest first - what ``status.disruptedPods`` and the controller's scale keep
         counting in a cluster: expected, not healthy (``_violates``)."""
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._quotas: dict[str, dict[str, Any]] = {}
@@ -186,13 +194,20 @@ class MemoryCluster:
             return stored
 
     def _replaces(self, pod: Mapping[str, Any]) -> None:
+        """A new ``pod`` a budget covers replaces the evicted one of its name (a StatefulSet's),
+        else the oldest evicted by the same controller (either without one: the oldest): a pod
+        of another workload the budget covers adds to the expected count, as its scale grew."""
         view = _budget_view(pod)
         if view is None or view.terminal:
             return
         for pdb in self._pdbs:
             disrupted = self._disrupted.get(_key_of(pdb))
             if disrupted and Budget.from_object(pdb).covers(view):
-                del disrupted[view.name if view.name in disrupted else next(iter(disrupted))]
+                mine = _controller(pod)
+                gone = view.name if view.name in disrupted else next(
+                    (n for n, (_, owner) in disrupted.items() if mine is None or owner is None or owner == mine), None)
+                if gone is not None:
+                    del disrupted[gone]
 
     def graceful(self, kubelet: Kubelet | None) -> None:
         """Emulate graceful termination from now on (None: delete at once again, as by default).
@@ -389,7 +404,7 @@ class MemoryCluster:
             self.delete_pod(namespace, name, grace_period_seconds)
             if target is not None and not target.terminal:
                 for pdb in covering:
-                    self._disrupted.setdefault(_key_of(pdb), {})[name] = target.uid
+                    self._disrupted.setdefault(_key_of(pdb), {})[name] = (target.uid, _controller(pod))
 
     def _violates(self, pdb: Mapping[str, Any]) -> bool:
         """Would evicting one more pod ``pdb`` covers go beyond its allowance? Counted live, as the

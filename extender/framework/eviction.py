@@ -60,6 +60,10 @@ class Evictions:
         self.version = 0
         """Moves on every ``add`` and ``discard``: a verdict that counted the pods ``going`` holds
         only while it is the same (a refused eviction puts its pod's use back)."""
+        self._unanswered: set[str] = set()
+        """UIDs added whose Eviction (or rejection in Permit) has not been answered (``confirm``):
+        going for preemption's arithmetic, still using their namespace's quota (``going`` with
+        ``confirmed``) - an Eviction refused later would otherwise let a pod in over ``max``."""
 
     def add(self, victims: Iterable[PodInfo], budgeted: bool = True) -> None:
         """``victims`` are being evicted (called before the Eviction: from the API server's
@@ -72,6 +76,7 @@ class Evictions:
         with self._lock:
             for v in victims:
                 self._pods[v.uid] = v
+                self._unanswered.add(v.uid)
                 covering = tuple(b for b in statuses if b.covers(v))
                 if covering:
                     self._unseen[v.uid] = (v, at, covering)
@@ -84,7 +89,15 @@ class Evictions:
         with self._lock:
             self._pods.pop(uid, None)
             self._unseen.pop(uid, None)
+            self._unanswered.discard(uid)
             self.version += 1
+
+    def confirm(self, uid: str) -> None:
+        """The API server accepted the Eviction (or the pod was rejected in Permit): the pod is
+        going for sure. ``version`` stays: a verdict that still counted it only erred on the safe
+        side."""
+        with self._lock:
+            self._unanswered.discard(uid)
 
     def unseen(self, budgets: Sequence[Budget]) -> list[PodInfo]:
         """The evicted pods covered by a budget (of ``budgets``, the watch's now) whose status is
@@ -111,10 +124,11 @@ class Evictions:
                     out.append(pod)
         return out
 
-    def going(self, snapshot: SnapshotView) -> dict[str, PodInfo]:
+    def going(self, snapshot: SnapshotView, confirmed: bool = False) -> dict[str, PodInfo]:
         """UID -> pod of the evicted pods ``snapshot`` still shows running on their node; those it
-        shows deleting or gone are forgotten (the snapshot tells from then on). Lock-free while
-        there are none (a dict's size is one read): quota checks ask on every request."""
+        shows deleting or gone are forgotten (the snapshot tells from then on). ``confirmed``:
+        only those whose Eviction was accepted (``confirm``). Lock-free while there are none (a
+        dict's size is one read): quota checks ask on every request."""
         if not self._pods:
             return {}
         with self._lock:
@@ -123,6 +137,9 @@ class Evictions:
                 now = node.pods.get(uid) if node is not None else None
                 if now is None or now.deleting or now.terminal:
                     del self._pods[uid]
+                    self._unanswered.discard(uid)
+            if confirmed and self._unanswered:
+                return {uid: p for uid, p in self._pods.items() if uid not in self._unanswered}
             return dict(self._pods)
 
 
@@ -238,6 +255,7 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
                 log.info("eviction refused", extra={"pod": preemptor.key, "victim": victim.key, "node": node,
                                                     "error": str(exc), "already_evicted": evicted})
                 return evicted
+        handle.evictions.confirm(victim.uid)
         evicted += 1
         reason = why(victim)
         writer.record_event(victim.raw, type_="Normal", reason="Preempted",

@@ -278,7 +278,7 @@ class CapacityQuota:
             return None
         unit = self._unit(pod)
         gone = {p.uid for p in removed}
-        going = [g for uid, g in self.handle.evictions.going(table.snapshot).items() if uid not in gone]
+        going = [g for uid, g in self.handle.evictions.going(table.snapshot, confirmed=True).items() if uid not in gone]
         used = table.used(admission, [*(u.uid for u in unit), *table.lower_nominated(pod)],
                           [*removed, *going, *self._accounted_already(unit, removed)])
         demand = logic.total(u.requests for u in unit)
@@ -296,10 +296,11 @@ class CapacityQuota:
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Any) -> tuple[PreFilterResult | None, Status]:
         # a gated pod is never sent by kube-scheduler: this is admission's simulation (make_room),
         # which counts the pods admitted before it, as PreEnqueue does
+        as_of = self._as_of()  # first: a change while judging moves it, and Filter judges again
         why = self.verdict(pod, admission=_gated(pod))
         if why:
             return None, Status.unschedulable(why)
-        state.write(_CHECKED, self._as_of())
+        state.write(_CHECKED, as_of)
         return None, Status()
 
     def _as_of(self) -> tuple[Any, ...]:

@@ -698,3 +698,44 @@ def test_an_eviction_refused_between_prefilter_and_the_assume_is_counted_by_the_
     result = state.engine.bind("a", "p", "u-p", "n1")
     assert handle.evictions.going(handle.snapshot()) == {}
     assert "above its max" in result, f"p bound over a's max 1 next to v: {result!r}"
+
+
+def test_a_bind_assumed_while_prefilter_judges_is_counted_by_the_check_in_the_assume() -> None:
+    """a (max 1): p1's PreFilter judges (a uses 0: p1 fits) and p2's whole bind runs right after,
+    before PreFilter records what its verdict holds for. Recorded after, it already included p2's
+    assume, and the check inside p1's assume trusted a verdict that never saw p2 (found in
+    review: both bound over max). What it holds for is read before judging now."""
+    state, _ = app_of([make_node("n1").alloc(gpu=4).obj()],
+                      [make_pod(n, "a").uid(f"u-{n}").req(gpu=1).obj() for n in ("p1", "p2")],
+                      [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 1})])
+    plugin = next(p for p in state.engine.frameworks["default-scheduler"].filter_plugins if p.name == "CapacityQuota")
+    original = plugin.verdict
+    results: dict[str, str] = {}
+
+    def verdict(pod: Any, **kw: Any) -> Any:
+        why = original(pod, **kw)
+        if pod.name == "p1" and "p2" not in results:  # p1's PreFilter has judged
+            other = threading.Thread(target=lambda: results.__setitem__("p2", state.engine.bind("a", "p2", "u-p2", "n1")))
+            other.start()
+            other.join(10)
+        return why
+
+    plugin.verdict = verdict
+    results["p1"] = state.engine.bind("a", "p1", "u-p1", "n1")
+    assert results["p2"] == "", results
+    assert "above its max" in results["p1"], f"both bound over a's max 1: {results!r}"
+
+
+def test_a_victim_counts_for_its_quota_until_its_eviction_is_accepted() -> None:
+    """a (max 1) runs v; a preemption records v going and its Eviction is in flight. A pod of a
+    bound meanwhile must count v still: were the Eviction refused, a would run both over max
+    (found in review). Once the API server accepts it, v's quota is free for others."""
+    state, _ = app_of([make_node("n1").alloc(gpu=4).obj()],
+                      [make_pod("v", "a").uid("u-v").req(gpu=1).node("n1").obj(),
+                       make_pod("p", "a").uid("u-p").req(gpu=1).obj()],
+                      [make_elastic_quota("a", min={"gpu": 1}, max={"gpu": 1})])
+    handle = state.engine.handle
+    handle.evictions.add([handle.snapshot().get("n1").pods["u-v"]])  # evict(): the Eviction call is out
+    assert "above its max" in state.engine.bind("a", "p", "u-p", "n1")
+    handle.evictions.confirm("u-v")  # accepted: v is going for sure
+    assert state.engine.bind("a", "p", "u-p", "n1") == ""
