@@ -199,6 +199,7 @@ class _Reader:
         limit = self.limits.body
         hosts = 0
         transfer: list[str] = []
+        length = False
         for name, value in self._headers:
             lname = name.lower()
             if lname == b"host":
@@ -208,6 +209,7 @@ class _Reader:
             if lname == b"transfer-encoding":
                 transfer.append(value.decode("latin-1"))
             elif lname == b"content-length":
+                length = True
                 self._length = int(value)
                 if limit and self._length > limit:
                     raise Refused(413, too_large(limit))
@@ -216,7 +218,7 @@ class _Reader:
                     raise Refused(417, f"Unable to comply with expectation: {value.decode('latin-1')!r}")
                 self.expects_continue = version == "1.1"
         if transfer:
-            refused = codings.refusal(transfer)
+            refused = codings.refusal(transfer, length=length, http10=version == "1.0")
             if refused is not None:
                 raise Refused(*refused)
             self._chunked = True

@@ -13,8 +13,10 @@ HTTP layer of its own that does both: ``extender.api.http1``.)
   gives, as in the fast lane, and its connection closes: gunicorn would pass ``gzip, chunked``
   (and ``deflate``, ``compress``, ``identity`` before ``chunked``) to the app still encoded,
   answers a lone ``gzip`` with a 400 and ``chunked, br`` with a 501. One gap: gunicorn stops at
-  the first coding it does not know and tells only that field, so ``chunked`` in one field and
-  such a coding in a later one (``br``, not ``gzip``) is a 501 here, a 400 in the fast lane.
+  the first coding it does not know (not ``gzip``, ``deflate``, ``compress``, ``identity``) and
+  tells only that field, so a request whose field with such a coding is otherwise fine
+  (``br``) is a 501 here whatever its other fields, Content-Length or HTTP version say, where
+  the fast lane may answer 400 (``chunked`` then ``br`` in two fields; ``br`` with Content-Length).
 * A request whose body is announced over the app's limit (Content-Length) gets a 413 without
   the body being read, and a chunked body may turn out over the limit (or broken) only once
   read. Before the next request on the connection gunicorn would have to read what is left:
@@ -102,19 +104,17 @@ class _Unsupported(UnsupportedTransferCoding):
         return self.message
 
 
-def coding_refusal(values: list[str], req: Any = None) -> Exception | None:
-    """What to answer a request whose Transfer-Encoding fields are ``values`` (``req``: gunicorn's
-    request, for the access log): None when they are exactly ``chunked``."""
-    found = codings.refusal(values)
+def coding_refusal(req: Any) -> Exception | None:
+    """What to answer gunicorn's request ``req`` for its Transfer-Encoding (``codings.refusal``
+    over all its fields, its Content-Length and version): None when it is exactly ``chunked``."""
+    headers = req.headers
+    found = codings.refusal([value for name, value in headers if name == "TRANSFER-ENCODING"],
+                            length=any(name == "CONTENT-LENGTH" for name, _ in headers),
+                            http10=tuple(req.version) < (1, 1))
     if found is None:
         return None
     status, message = found
     return _Refused(message, req) if status == 400 else _Unsupported(message)
-
-
-def transfer_codings(headers: list[tuple[str, str]]) -> list[str]:
-    """The Transfer-Encoding field values among gunicorn request ``headers`` (upper-case names)."""
-    return [value for name, value in headers if name == "TRANSFER-ENCODING"]
 
 
 def unbounded(req: Any, limit: int) -> bool:
@@ -140,13 +140,12 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
         ``codings.refusal`` gives: ``chunked, br`` a 400, a lone ``gzip`` a 501."""
         if isinstance(exc, (_Refused, _Unsupported)):
             pass
-        elif isinstance(exc, UnsupportedTransferCoding):
-            exc = coding_refusal([str(exc.hdr)]) or exc
-        elif isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader):
-            known = getattr(exc.req, "headers", None)
-            if known:
-                exc = coding_refusal(transfer_codings(known), exc.req) or exc
-                req = req or getattr(exc, "req", None)  # the request for the access log
+        elif isinstance(exc, UnsupportedTransferCoding):  # the field it names, nothing else known
+            found = codings.refusal([str(exc.hdr)])
+            exc = _Refused(found[1]) if found and found[0] == 400 else exc
+        elif isinstance(exc, InvalidHeader) and not isinstance(exc, InvalidResponseHeader) and exc.req is not None:
+            req = req or exc.req  # the request for the access log
+            exc = coding_refusal(exc.req) or exc
         page = _Written()
         super().handle_error(req, page, addr, exc)  # gunicorn logs it and writes the page
         reply = json_error(page.data)
@@ -160,7 +159,7 @@ class ThreadWorker(gthread.ThreadWorker):  # type: ignore[misc]
         ``gzip, chunked`` through, the body still encoded) gets ``codings.refusal``'s answer and
         its connection closed, the app never called; one whose body size is known only once
         read closes after its answer."""
-        refused = coding_refusal(transfer_codings(req.headers), req)
+        refused = coding_refusal(req)
         if refused is not None:
             self.handle_error(req, conn.sock, conn.client, refused)
             return False

@@ -17,7 +17,7 @@ from wire_fuzz.client import Conn, Reply, ServerClosed, request
 from wire_fuzz.run import OPENAPI, Fuzzer, fuzz
 from wire_fuzz.server import Server
 
-from extender.api.codings import EMPTY, UNFRAMED
+from extender.api.codings import EMPTY, HTTP10, TAB, UNFRAMED, WITH_LENGTH
 
 pytestmark = pytest.mark.slow
 
@@ -159,7 +159,31 @@ def test_chunked_not_last_or_twice_is_a_400_and_closes(server: Server, codings: 
     assert reply.close and reply.headers["content-type"] == "application/json"
     parsers = {"gthread": (), "gevent": ("Invalid request: Invalid `Transfer-Encoding` header value",
                                          "Invalid request: Empty Transfer-Encoding")}[server.worker]
-    assert reply.json()["error"] == "bad request" and reply.json()["message"] in (UNFRAMED, EMPTY, *parsers)
+    assert reply.json()["error"] == "bad request" and reply.json()["message"] in (UNFRAMED, EMPTY, TAB, *parsers)
+
+
+@pytest.mark.parametrize("version, codings, length", [
+    ("HTTP/1.0", ["chunked"], None),
+    ("HTTP/1.0", ["gzip, chunked"], None),
+    ("HTTP/1.1", ["chunked"], len(_chunks(GOOD))),
+    ("HTTP/1.1", ["gzip"], len(_chunks(GOOD))),
+    ("HTTP/1.1", ["identity"], len(_chunks(GOOD))),
+    ("HTTP/1.1", ["gzip, chunked"], len(_chunks(GOOD))),
+], ids=["HTTP/1.0 chunked", "HTTP/1.0 gzip, chunked", "chunked with Content-Length", "gzip with Content-Length",
+        "identity with Content-Length", "gzip, chunked with Content-Length"])
+def test_transfer_encoding_in_http_1_0_or_beside_content_length_is_a_400(server: Server, version: str,
+                                                                         codings: list[str],
+                                                                         length: int | None) -> None:
+    """RFC 9112 6.1: framing to treat as faulty - a 400 from both workers (gthread answered 501
+    for a coding beside Content-Length, the fast lane served HTTP/1.0 chunked: found in review),
+    and the connection closes."""
+    head = request("POST", "/scheduler/filter", _chunks(GOOD), *(f"Transfer-Encoding: {c}" for c in codings),
+                   length=length).replace(b"HTTP/1.1", version.encode(), 1)
+    replies = _exchange(server, head + request("POST", "/scheduler/filter", GOOD, length=len(GOOD)))
+    assert [r.status for r in replies] == [400], [(r.status, r.body[:100]) for r in replies]
+    parsers = {"gthread": (), "gevent": ("Invalid request: Transfer-Encoding can't be present with Content-Length",
+                                         "Invalid request: Content-Length can't be present with Transfer-Encoding")}
+    assert replies[0].close and replies[0].json()["message"] in (HTTP10, WITH_LENGTH, *parsers[server.worker])
 
 
 def test_chunked_is_a_transfer_coding_in_any_case(server: Server) -> None:
