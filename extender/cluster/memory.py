@@ -61,7 +61,8 @@ def _controller(pod: Mapping[str, Any]) -> str | None:
     """The UID of the pod's controller (its ownerReference with ``controller: true``), if any."""
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller"):
-            return str(ref.get("uid"))
+            # the API server requires the uid; a hand-written file may leave it out
+            return str(ref.get("uid") or f"{ref.get('apiVersion')}/{ref.get('kind')}/{ref.get('name')}")
     return None
 
 

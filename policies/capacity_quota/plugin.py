@@ -400,12 +400,15 @@ class CapacityQuota:
         it reclaims (stays within its namespace's ``min``)."""
         unit = self._unit(pod)
         without = [*(u.uid for u in unit), *table.lower_nominated(pod)]
-        removed = [*self._accounted_already(unit), *going.values()]
-        used = table.used(False, without, removed)
-        # at admission (a gated pod: admission's make_room) the pods of its namespace admitted
-        # before it count, as PreEnqueue and Filter count them - in its own use only: another
-        # namespace's pending pods hold nothing, and make it no borrower
-        own = table.used(True, without, removed) if _gated(pod) else used
+        accounted = self._accounted_already(unit)
+        used = table.used(False, without, [*accounted, *going.values()])
+        # whether it reclaims is its own use as ``verdict`` counts it: at admission (a gated
+        # pod: admission's make_room) with the pods of its namespace admitted before it, as
+        # PreEnqueue and Filter count them - another namespace's pending pods hold nothing, and
+        # make it no borrower -, and with the victims whose Eviction is not answered yet (were
+        # one refused, the pod was a borrower all along: it may not take another namespace's)
+        answered = self.handle.evictions.going(table.snapshot, confirmed=True)
+        own = table.used(_gated(pod), without, [*accounted, *answered.values()])
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), own.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return used, reclaiming
@@ -456,7 +459,7 @@ class CapacityQuota:
         """Per namespace with a quota, per resource: min, max (None: none), used, borrowed, lent,
         pending (milli-units)."""
         table = self._table()
-        going = self.handle.evictions.going(table.snapshot).values()
+        going = self.handle.evictions.going(table.snapshot, confirmed=True).values()  # as ``verdict``
         shares = logic.shares(table.quotas, table.used(False, removed=list(going)), table.waiting)
         return {ns: {r: {"min": s.min, "max": s.max, "used": s.used, "borrowed": s.borrowed, "lent": s.lent,
                          "pending": s.pending} for r, s in per.items()}

@@ -347,30 +347,32 @@ def test_a_replacement_of_the_same_name_and_a_deletion_by_the_owner() -> None:
         cluster.evict("default", "c", "u-c")
 
 
-def _owned(name: str, owner: str) -> dict[str, Any]:
+def _owned(name: str, owner: str, uid: bool = True) -> dict[str, Any]:
     pod = _bound(name)
     pod["metadata"]["labels"] = {"app": "web"}
     pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
-                                           "uid": f"rs-{owner}", "controller": True}]
+                                           "controller": True, **({"uid": f"rs-{owner}"} if uid else {})}]
     return pod
 
 
+@pytest.mark.parametrize("uid", [True, False], ids=["owner-uid", "no-owner-uid"])
 @pytest.mark.parametrize("new_pod, granted", [
-    (_owned("b2", "B"), False),  # B scaled up: 4 expected, a1 still missing - a2 may not go
-    (_owned("a3", "A"), True),  # A replaced a1: 3 expected, all there - a2 may go
+    ("b2", False),  # B scaled up: 4 expected, a1 still missing - a2 may not go
+    ("a3", True),  # A replaced a1: 3 expected, all there - a2 may go
 ], ids=["another-workload", "same-workload"])
-def test_only_a_pod_of_the_evicted_ones_workload_replaces_it(new_pod: dict[str, Any], granted: bool) -> None:
+def test_only_a_pod_of_the_evicted_ones_workload_replaces_it(new_pod: str, granted: bool, uid: bool) -> None:
     """One budget (maxUnavailable 1) over two ReplicaSets, A (a1, a2) and B (b1): the disruption
     controller adds their scales. a1 is evicted and gone. A new pod of B is B's scale growing, not
     a1 back (found in review: it was taken for a1's replacement, and a2's eviction granted with
-    2 of 4 pods unavailable)."""
+    2 of 4 pods unavailable) - also when a hand-written file leaves the owners' uids out."""
     cluster = MemoryCluster({**cluster_objects([make_node("n1").obj()],
-                                               [_owned("a1", "A"), _owned("a2", "A"), _owned("b1", "B")]),
+                                               [_owned("a1", "A", uid), _owned("a2", "A", uid),
+                                                _owned("b1", "B", uid)]),
                              "PodDisruptionBudget": [{"metadata": {"name": "web", "namespace": "default"},
                                                       "spec": {"maxUnavailable": 1,
                                                                "selector": {"matchLabels": {"app": "web"}}}}]})
     cluster.evict("default", "a1", "u-a1")
-    cluster.add_pod(new_pod)
+    cluster.add_pod(_owned(new_pod, new_pod[0].upper(), uid))
     if granted:
         cluster.evict("default", "a2", "u-a2")
     else:
