@@ -1,7 +1,8 @@
 """Which request ``Transfer-Encoding`` kube-extender reads, and the answer to any other: one
 verdict for both workers (``extender.api.workers`` over gunicorn's parser, ``extender.api.http1``
-over llhttp), whichever parser noticed the problem first - but for the one case gunicorn does not
-tell (``extender.api.workers``).
+over llhttp), whichever parser noticed the problem first - but for the two cases the parsers
+hide from it (a coding gunicorn does not know, ``extender.api.workers``; a tab ending the field,
+below).
 
 The extender reads exactly one coding, ``chunked`` (any case, spaces around), in an HTTP/1.1
 request without Content-Length. A request's Transfer-Encoding fields are one list (RFC 9110 5.3),
