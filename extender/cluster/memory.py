@@ -397,15 +397,17 @@ class MemoryCluster:
                 return  # terminating already: the Eviction API accepts it without a budget check
             target = _budget_view(pod)
             covering = [pdb for pdb in self._pdbs
-                        if target is not None and Budget.from_object(pdb).covers(target)]
+                        if target is not None and not target.terminal and Budget.from_object(pdb).covers(target)]
+            if len(covering) > 1:  # the API server's answer, a 500
+                raise WriteError("This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                                 "does not support.")
             for pdb in covering:
                 if self._violates(pdb):
                     raise WriteError("Cannot evict pod as it would violate the pod's disruption budget.",
                                      conflict=True)
             self.delete_pod(namespace, name, grace_period_seconds)
-            if target is not None and not target.terminal:
-                for pdb in covering:
-                    self._disrupted.setdefault(_key_of(pdb), {})[name] = (target.uid, _controller(pod))
+            for pdb in covering:  # recorded in its budget's status.disruptedPods
+                self._disrupted.setdefault(_key_of(pdb), {})[name] = (pod["metadata"].get("uid", ""), _controller(pod))
 
     def _violates(self, pdb: Mapping[str, Any]) -> bool:
         """Would evicting one more pod ``pdb`` covers go beyond its allowance? Counted live, as the

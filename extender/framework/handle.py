@@ -239,7 +239,8 @@ class Handle(Protocol):
 
     def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
-        PodDisruptionBudget's allowance."""
+        PodDisruptionBudget's allowance, or that more than one budget covers (the Eviction API
+        refuses those)."""
 
     def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
         """UIDs of ``pods`` some PodDisruptionBudget covers: the pods whose eviction the API

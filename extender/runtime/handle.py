@@ -118,14 +118,16 @@ class EngineHandle:
     def requeue_after(self, pod: PodInfo, seconds: float) -> None:
         self.queue.requeue_after(pod, seconds)
 
-    def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
+    def pdb_violations(self, victims: Sequence[PodInfo], evicting: bool = True) -> set[str]:
+        """``evicting``: False for victims kube-scheduler deletes itself (the preempt verb's count,
+        ``disruption.violating``)."""
         budgets = self.cache.budgets()
         if not budgets or not victims:
             return set()
         followed = {p.uid: p for p in self.cache.pending_pods()}  # a pending covered pod is unavailable
         followed.update((p.uid, p) for p in self.cache.accounted_pods())
         return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys(),
-                         self.evictions.unseen(budgets))
+                         self.evictions.unseen(budgets), evicting=evicting)
 
     def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
         budgets = self.cache.budgets()

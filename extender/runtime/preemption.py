@@ -75,8 +75,9 @@ class Preemption(VerbContext):
 
     def _pdb_count(self, proposed_count: int, proposed: list[Victim], chosen: list[Victim]) -> int:
         """kube-scheduler's count for its proposal, adjusted by what the plugins changed: the
-        violations among the victims the extender knows, chosen minus proposed."""
-        def known(vs: list[Victim]) -> list[PodInfo]:
-            return [v.pod for v in vs if v.pod is not None]
-        delta = len(self.handle.pdb_violations(known(chosen))) - len(self.handle.pdb_violations(known(proposed)))
+        violations among the victims the extender knows, chosen minus proposed (counted as
+        kube-scheduler counts them: it deletes its victims, no Eviction)."""
+        def violations(vs: list[Victim]) -> int:
+            return len(self.handle.pdb_violations([v.pod for v in vs if v.pod is not None], evicting=False))
+        delta = violations(chosen) - violations(proposed)
         return max(0, proposed_count + delta)

@@ -42,6 +42,20 @@ def test_allowances(spec: dict, status: dict, victims: int, expected: int) -> No
     assert len(violating(PODS[:victims], [budget], PODS)) == expected
 
 
+def test_a_pod_two_budgets_cover_is_a_violation_and_spends_no_allowance() -> None:
+    """The Eviction API refuses a pod more than one budget covers (a 500), whatever they allow:
+    x (app=w, tier=a) is a violation, and app=w's one allowed disruption stays for y."""
+    x = PodInfo.from_pod(make_pod("x").uid("u-x").labels(app="w", tier="a").req(cpu="1").node("n1").obj())
+    y = PodInfo.from_pod(make_pod("y").uid("u-y").labels(app="w").req(cpu="1").node("n1").obj())
+    by_app = Budget.from_object(pdb("by-app", "w", maxUnavailable=1))
+    by_tier = Budget.from_object({"metadata": {"name": "by-tier", "namespace": "default"},
+                                  "spec": {"selector": {"matchLabels": {"tier": "a"}}, "maxUnavailable": 1}})
+    assert violating([x, y], [by_app, by_tier], [x, y]) == {"u-x"}
+    assert violating([x, y], [by_app], [x, y]) == {"u-y"}  # one budget: x spends the allowance
+    # deleted, as kube-scheduler deletes its victims: x is charged to both budgets, as it counts
+    assert violating([x, y], [by_app, by_tier], [x, y], evicting=False) == {"u-y"}
+
+
 def _leaving() -> dict[str, Any]:
     raw = running("w-leaving")
     raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
@@ -168,6 +182,25 @@ def test_managed_preemption_prefers_the_node_whose_victims_violate_no_budget() -
     outcome = engine.filter(cluster.get_pod("default", "hi"), ["a", "a2", "b"])
     assert outcome.nominated == "b", "a higher-priority victim that violates no budget beats a guarded one"
     assert {p["metadata"]["name"] for p in cluster.pods()} >= {"guarded-a", "guarded-a2"}
+
+
+def test_managed_preemption_passes_over_a_victim_two_budgets_cover() -> None:
+    """Two generous budgets cover twin-a: the Eviction API would refuse it (a 500) every time.
+    The lower-priority victim is not the better choice then: free-b, which one budget covers
+    and allows, is evicted and the preemptor nominated there (before: a, then a refusal)."""
+    twin = running("twin-a", "twin", 10, "a", gpu=2)
+    twin["metadata"]["labels"]["tier"] = "x"
+    pods = [twin, running("free-b", "free", 20, "b", gpu=2)]
+    nodes = [make_node(n).alloc(gpu=2).obj() for n in ("a", "b")]
+    tier = {"metadata": {"name": "by-tier", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"tier": "x"}}, "maxUnavailable": 5}}
+    engine, cluster = engine_over(nodes, pods, [pdb("by-app", "twin", maxUnavailable=5), tier,
+                                                pdb("free", "free", maxUnavailable=5)],
+                                  {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}})
+    cluster.add_pod(make_pod("hi").uid("u-hi").req(gpu=2).priority(100).obj())
+    outcome = engine.filter(cluster.get_pod("default", "hi"), ["a", "b"])
+    assert outcome.nominated == "b"
+    assert {p["metadata"]["name"] for p in cluster.pods()} == {"twin-a", "hi"}
 
 
 def device_holder(name: str, app: str, device: int, mem: int, prio: int) -> dict[str, Any]:

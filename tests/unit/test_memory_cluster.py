@@ -378,3 +378,34 @@ def test_only_a_pod_of_the_evicted_ones_workload_replaces_it(new_pod: str, grant
     else:
         with pytest.raises(WriteError, match="disruption budget"):
             cluster.evict("default", "a2", "u-a2")
+
+
+def _web_budget(name: str, allowed: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"maxUnavailable": allowed, "selector": {"matchLabels": {"app": "web"}}}}
+
+
+@pytest.mark.parametrize("phase, budgets, allowed, refused", [
+    ("Running", 1, 5, None),
+    ("Running", 1, 0, "disruption budget"),
+    ("Running", 2, 5, "more than one PodDisruptionBudget"),  # the API server's 500, whatever they allow
+    ("Succeeded", 2, 0, None),  # a terminal pod is evicted without a budget check
+    ("Failed", 1, 0, None),
+], ids=["one-budget", "one-budget-spent", "two-budgets", "terminal-two-budgets", "terminal-budget-spent"])
+def test_the_eviction_api_refuses_a_pod_of_two_budgets_unless_it_is_terminal(phase: str, budgets: int, allowed: int,
+                                                                             refused: str | None) -> None:
+    """As the API server's eviction subresource: a pod more than one budget covers cannot be
+    evicted (500, not a 429: no retry makes it possible); a Succeeded or Failed pod is deleted
+    without looking at its budgets."""
+    pod = _owned("a1", "A")
+    pod["status"] = {"phase": phase}
+    cluster = MemoryCluster({**cluster_objects([make_node("n1").obj()], [pod, _owned("a2", "A")]),
+                             "PodDisruptionBudget": [_web_budget(f"web{i}", allowed) for i in range(budgets)]})
+    if refused:
+        with pytest.raises(WriteError, match=refused) as caught:
+            cluster.evict("default", "a1", "u-a1")
+        assert caught.value.conflict is (refused == "disruption budget")
+        assert "a1" in {p["metadata"]["name"] for p in cluster.pods()}
+    else:
+        cluster.evict("default", "a1", "u-a1")
+        assert "a1" not in {p["metadata"]["name"] for p in cluster.pods()}
