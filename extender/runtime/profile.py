@@ -9,6 +9,7 @@ that point is an error, as is anything but exactly one QueueSort plugin.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -19,6 +20,8 @@ from extender.metrics import Metrics
 from extender.runtime.framework import Framework
 from extender.framework.registration import ArgsError
 from extender.runtime.registry import Registry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,25 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
     instances: dict[str, Plugin | None] = {}
     problems: list[tuple[str, str]] = []
 
+    def args_of(name: str) -> tuple[Any, str, bool] | None:
+        """The args of registered plugin ``name`` parsed (with how to name the plugin, and whether
+        it is installed as a package); None when they do not parse (the problems noted)."""
+        plugin_spec = registry.get(name)
+        assert plugin_spec is not None
+        # a plugin installed as a package is named with its package: the fix is there, or in its args
+        installed = registry.origin(name).entry_point != ""
+        who = f"plugin {name}" + (f" of {registry.origin(name)}" if installed else "")
+        try:
+            return plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {})), who, installed
+        except ArgsError as exc:
+            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""),
+                             text + (f" ({who})" if installed else ""))
+                            for key, text in flatten(exc.messages, schema=exc.schema))
+        except Exception as exc:  # noqa: BLE001 - a parser's bug is a start-up problem, not a traceback
+            problems.append((f"{path}.pluginConfig[{name}].args",
+                             f"the args parser of {who} failed: {type(exc).__name__}: {exc}"))
+        return None
+
     def instance(name: str, where: str) -> Plugin | None:
         if name in instances:
             return instances[name]
@@ -73,21 +95,10 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         if plugin_spec is None:
             problems.append((where, unknown_plugin(name, registry)))
             return None
-        origin = registry.origin(name)
-        # a plugin installed as a package is named with its package: the fix is there, or in its args
-        installed = origin.entry_point != ""
-        who = f"plugin {name}" + (f" of {origin}" if installed else "")
-        try:
-            args = plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {}))
-        except ArgsError as exc:
-            problems.extend((f"{path}.pluginConfig[{name}].args" + (f".{key}" if key else ""),
-                             text + (f" ({who})" if installed else ""))
-                            for key, text in flatten(exc.messages, schema=exc.schema))
+        parsed = args_of(name)
+        if parsed is None:
             return None
-        except Exception as exc:  # noqa: BLE001 - a parser's bug is a start-up problem, not a traceback
-            problems.append((f"{path}.pluginConfig[{name}].args",
-                             f"the args parser of {who} failed: {type(exc).__name__}: {exc}"))
-            return None
+        args, who, installed = parsed
         try:
             instances[name] = plugin_spec.factory(args, handle)
         except ArgsError as exc:  # args that parse but do not fit the configuration (the factory knows it)
@@ -140,6 +151,14 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
             chosen = [(p, w) for p, w in chosen if p.name != ref.name]
             chosen.append((plugin, ref.weight))
         points[point] = chosen
+    # args for a known plugin no extension point runs would be ignored until it is enabled: they
+    # are judged now, not found wrong the day it is (an unknown name is the app's problem to say)
+    for name in spec.plugin_args:
+        if name in instances or name not in registry:
+            continue
+        if args_of(name) is not None:
+            log.warning("args for a plugin no extension point enables", extra={"profile": spec.scheduler_name,
+                                                                             "plugin": name})
     if problems:  # what follows judges the plugin sets, which are incomplete now
         raise ProfileError(problems)
     if len(points["queueSort"]) != 1:

@@ -68,3 +68,12 @@ def test_build_framework_wires_points() -> None:
     fw = build_framework(ProfileSpec("gpu"), DEFAULTS, REGISTRY, handle())
     assert fw.describe()["filter"] == ["Fit"] and fw.describe()["bind"] == ["Binder"]
     assert fw.profile_name == "gpu"
+
+
+def test_args_for_a_plugin_no_point_enables_are_parsed_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    """Args that would be ignored until the plugin is enabled: judged (a bad key is a problem,
+    tests/unit/test_config.py) and, when fine, a warning names the plugin."""
+    with caplog.at_level("WARNING", logger="extender.runtime.profile"):
+        resolve(ProfileSpec("s", {}, {"Extra": {}, "Fit": {}}), DEFAULTS, REGISTRY, handle())
+    said = [(r.getMessage(), getattr(r, "plugin", None)) for r in caplog.records]
+    assert said == [("args for a plugin no extension point enables", "Extra")]
