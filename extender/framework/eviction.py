@@ -232,6 +232,8 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     evicted = 0
     waiting = {v.uid: w for v in victims if (w := handle.waiting_pods.get(v.uid)) is not None}
     covered = handle.budget_covered(victims).difference(waiting)
+    if covered and handle.budget_covered([v for v in victims if v.uid in covered and not v.deleting], at_least=2):
+        return 0  # the Eviction API refuses a pod two budgets cover (a 500): evict none, lose none
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
         in_permit = None
         if victim.uid in waiting:

@@ -237,15 +237,17 @@ class Handle(Protocol):
         """Have kube-scheduler retry ``pod`` after ``seconds`` (the pod is touched then): for a
         rejection that ends with time, such as a back-off, which no cluster event announces."""
 
-    def pdb_violations(self, victims: Sequence[PodInfo]) -> set[str]:
+    def pdb_violations(self, victims: Sequence[PodInfo], evicting: bool = True) -> set[str]:
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
         PodDisruptionBudget's allowance, or that more than one budget covers (the Eviction API
-        refuses those)."""
+        refuses those). ``evicting`` False: victims kube-scheduler deletes itself (the preempt
+        verb's), where a pod of two budgets is charged to both, as kube-scheduler counts (API
+        1.2)."""
 
-    def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
+    def budget_covered(self, pods: Sequence[PodInfo], at_least: int = 1) -> set[str]:
         """UIDs of ``pods`` some PodDisruptionBudget covers: the pods whose eviction the API
-        server may refuse (a budget's allowance can be spent before the watch shows it).
-        Added in API 1.2."""
+        server may refuse (a budget's allowance can be spent before the watch shows it);
+        ``at_least`` 2: those it refuses whatever the budgets allow. Added in API 1.2."""
 
     def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
         """The PodGroup (``scheduling.x-k8s.io/v1alpha1``) ``namespace/name``; None when there is

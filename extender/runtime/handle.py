@@ -129,9 +129,9 @@ class EngineHandle:
         return violating(victims, budgets, list(followed.values()), self.evictions.going(self.snapshot()).keys(),
                          self.evictions.unseen(budgets), evicting=evicting)
 
-    def budget_covered(self, pods: Sequence[PodInfo]) -> set[str]:
+    def budget_covered(self, pods: Sequence[PodInfo], at_least: int = 1) -> set[str]:
         budgets = self.cache.budgets()
-        return {p.uid for p in pods if any(b.covers(p) for b in budgets)} if budgets else set()
+        return {p.uid for p in pods if sum(1 for b in budgets if b.covers(p)) >= at_least} if budgets else set()
 
     def snapshot(self) -> Snapshot:
         return self.cache.snapshot()

@@ -486,7 +486,7 @@ class DeviceShare:
         # as kube-scheduler's selectVictimsOnNode: the node's lower-priority pods, most important
         # first, charged to their budgets together - those beyond an allowance violate it
         lower = sorted((p for p in node.pods.values() if p.priority < pod.priority), key=_more_important)
-        protected = frozenset(self.handle.pdb_violations(lower))
+        protected = frozenset(self.handle.pdb_violations(lower, evicting=False))
         extra = logic.choose_victims(asks, devices, holders, pod.priority, [v.uid for v in victims], protected)
         if extra is None:
             return [], Status.unresolvable("evicting lower-priority pods would not free a device",

@@ -771,3 +771,25 @@ def test_the_quota_report_counts_as_the_verdict_while_an_eviction_is_unanswered(
     why = plugin.quota_verdict(next(p for p in handle.pending_pods() if p.name == "p"))
     assert why and "in use 1" in why, why
     assert plugin.quota_report()["a"][GPU]["used"] == 1000
+
+
+def test_no_victim_is_evicted_beside_one_two_budgets_cover() -> None:
+    """n1 (2 GPUs) holds two borrowers of a (min 0): keep (one generous budget) and twin (two
+    generous budgets: the Eviction API refuses it, a 500, always). p (b, within its min 2) needs
+    both GPUs. Evicting keep would be for nothing (found in review: keep evicted, twin refused,
+    p nominated where it can never fit): nothing is evicted."""
+    keep = a_running("keep", "a", 10, "n1")
+    keep["metadata"]["labels"] = {"app": "k"}
+    twin = a_running("twin", "a", 5, "n1")
+    twin["metadata"]["labels"] = {"app": "t", "tier": "x"}
+
+    def budget(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "a"},
+                "spec": {"selector": {"matchLabels": labels}, "maxUnavailable": 5}}
+
+    state, cluster = app_of([make_node("n1").alloc(gpu=2).obj()], [keep, twin],
+                            [make_elastic_quota("a", min={"gpu": 0}), make_elastic_quota("b", min={"gpu": 2})],
+                            (budget("k", {"app": "k"}), budget("t", {"app": "t"}), budget("x", {"tier": "x"})))
+    cluster.add_pod(a_running("p", "b", 100, gpu=2))
+    outcome = state.engine.filter(cluster.get_pod("b", "p"), ["n1"])
+    assert outcome.nominated is None and alive(cluster) == {"keep", "twin", "p"}

@@ -236,3 +236,20 @@ def test_device_level_preempt_prefers_victims_without_violations(budgets: list, 
     decisions = engine.preempt(preemptor, {"gpu": Candidate([("u-cpu", None)], 0)})
     assert decisions["gpu"].victims == victims
     assert decisions["gpu"].num_pdb_violations == violations
+
+
+def test_the_preempt_verb_counts_a_pod_two_budgets_cover_as_kube_scheduler_deletes_it() -> None:
+    """kube-scheduler deletes the preempt verb's victims: a pod two generous budgets cover
+    violates nothing there. DeviceShare adds twin (no violation), not free (its budget allows
+    none) - found in review: the Eviction API's rule was applied to it."""
+    twin = device_holder("twin", "twin", 0, 16384, 20)
+    twin["metadata"]["labels"]["tier"] = "x"
+    pods = [twin, device_holder("free", "free", 1, 16384, 10), running("cpu", "cpu", 5, "gpu")]
+    tier = {"metadata": {"name": "by-tier", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"tier": "x"}}, "maxUnavailable": 5}}
+    engine, _ = engine_over([gpu_node()], pods, [pdb("by-app", "twin", maxUnavailable=5), tier,
+                                                  pdb("keep-free", "free", minAvailable=1)], DEVICE_PLUGINS,
+                            managedResources=[{"name": "example.com/gpu-memory"}])
+    preemptor = make_pod("hi").uid("u-hi").req(**{"example.com/gpu-memory": 8192}).priority(100).obj()
+    decisions = engine.preempt(preemptor, {"gpu": Candidate([("u-cpu", None)], 0)})
+    assert (sorted(decisions["gpu"].victims), decisions["gpu"].num_pdb_violations) == (["u-cpu", "u-twin"], 0)
