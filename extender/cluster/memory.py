@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from extender.cluster.interfaces import ClusterEvents
 from extender.cluster.objects import load_file, load_objects
-from extender.framework.disruption import Budget
+from extender.framework.disruption import Budget, budget_checked
 from extender.framework.handle import WriteError
 from extender.framework.views import TERMINAL_PHASES, PodInfo, pod_key
 from extender.metrics import Metrics
@@ -398,7 +398,10 @@ class MemoryCluster:
             target = _budget_view(pod)
             covering = [pdb for pdb in self._pdbs
                         if target is not None and not target.terminal and Budget.from_object(pdb).covers(target)]
-            if len(covering) > 1:  # the API server's answer, a 500
+            # two budgets: the API server's 500, unless it checks no budget of the pod - Pending
+            # included (a pod bound here stays Pending, no kubelet starts it: one budget is
+            # still checked for it, as for the running pod it stands for)
+            if len(covering) > 1 and target is not None and budget_checked(target):
                 raise WriteError("This pod has more than one PodDisruptionBudget, which the eviction subresource "
                                  "does not support.")
             for pdb in covering:

@@ -88,20 +88,26 @@ def _amount(value: Any, total: int) -> int:
     return int(value)
 
 
+def budget_checked(pod: PodInfo) -> bool:
+    """Does the Eviction API check ``pod``'s budgets? Not for a pod being deleted, nor for one
+    Pending (not started), Succeeded or Failed: those are evicted whatever their budgets."""
+    return not pod.deleting and pod.phase not in ("Pending", "Succeeded", "Failed")
+
+
 def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: Sequence[PodInfo],
               going: AbstractSet[str] = frozenset(), evicted: Sequence[PodInfo] = (), *,
               evicting: bool = True) -> set[str]:
     """UIDs of the victims whose eviction goes beyond a budget's allowance (victims are charged
     to their budgets in the given order, most important first; ``going``, ``evicted``: see
     ``Budget.allowed``), and - ``evicting``: they go through the Eviction API - of those more
-    than one budget covers: that API refuses such a pod whatever the budgets allow (a 500), so it
-    counts as a violation and spends no allowance. Not ``evicting`` (deleted, as kube-scheduler
+    than one budget covers and it checks (``budget_checked``): that API refuses such a pod
+    whatever the budgets allow (a 500), so it counts as a violation and spends no allowance. Not ``evicting`` (deleted, as kube-scheduler
     deletes its victims) such a pod is charged to each of its budgets, as kube-scheduler counts."""
     left = {(b.namespace, b.name): b.allowed(followed, going, evicted) for b in budgets}
     out: set[str] = set()
     for v in victims:
         covering = [b for b in budgets if b.covers(v)]
-        if evicting and len(covering) > 1:
+        if evicting and len(covering) > 1 and budget_checked(v):
             out.add(v.uid)
             continue
         for b in covering:

@@ -17,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
-from extender.framework.disruption import Budget
+from extender.framework.disruption import Budget, budget_checked
 from extender.framework.handle import ClusterWriter, SnapshotView, WriteError
 from extender.framework.status import Code, Status
 from extender.framework.views import PodInfo
@@ -232,7 +232,7 @@ def evict(handle: Handle, preemptor: PodInfo, node: str, victims: Sequence[PodIn
     evicted = 0
     waiting = {v.uid: w for v in victims if (w := handle.waiting_pods.get(v.uid)) is not None}
     covered = handle.budget_covered(victims).difference(waiting)
-    if covered and handle.budget_covered([v for v in victims if v.uid in covered and not v.deleting], at_least=2):
+    if covered and handle.budget_covered([v for v in victims if v.uid in covered and budget_checked(v)], at_least=2):
         return 0  # the Eviction API refuses a pod two budgets cover (a 500): evict none, lose none
     for victim in sorted(victims, key=lambda v: v.uid not in covered) if covered else victims:
         in_permit = None

@@ -152,13 +152,16 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
             chosen.append((plugin, ref.weight))
         points[point] = chosen
     # args for a known plugin no extension point runs would be ignored until it is enabled: they
-    # are judged now, not found wrong the day it is (an unknown name is the app's problem to say)
+    # are judged now, not found wrong the day it is (an unknown name is the app's problem to say);
+    # args that parse are said, in the message itself (``config check`` has no log format), unless
+    # the profile disables the plugin by name - then they are there on purpose
+    named_off = {name for ps in spec.plugins.values() for name in ps.disabled}
     for name in spec.plugin_args:
         if name in instances or name not in registry:
             continue
-        if args_of(name) is not None:
-            log.warning("args for a plugin no extension point enables", extra={"profile": spec.scheduler_name,
-                                                                             "plugin": name})
+        if args_of(name) is not None and name not in named_off:
+            log.warning("%s.pluginConfig[%s]: args for plugin %s, which no extension point enables",
+                        path, name, name, extra={"profile": spec.scheduler_name, "plugin": name})
     if problems:  # what follows judges the plugin sets, which are incomplete now
         raise ProfileError(problems)
     if len(points["queueSort"]) != 1:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from chart_kit import (
     CHART, ENTRY_HEADER, REPO, ci, extender_config, fullname, gang_config, needs_helm, notes, one,
@@ -117,7 +118,7 @@ def test_nvidia_values_render_the_documented_gpu_configuration(tmp_path: Path) -
 
 
 @needs_helm
-def test_a_profiles_own_gang_settings_win() -> None:
+def test_a_profiles_own_gang_settings_win(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     values = str(CHART / "ci" / "gang-profiles-values.yaml")
     config = extender_config(rendered(values), values_of(values))
     profiles = {p["schedulerName"]: p for p in config["profiles"]}
@@ -127,6 +128,10 @@ def test_a_profiles_own_gang_settings_win() -> None:
     assert gang_config(profiles["gpu-tight"]) == {"name": "Gang", "args": {"permitTimeout": "1s", "backoff": "5s"}}
     assert "multiPoint" in profiles["gpu-tight"]["plugins"]
     assert profiles["gpu-no-gang"]["plugins"] == {"permit": {"disabled": ["Gang"]}}
+    # gpu-no-gang has Gang's args too, and disables it by name: no warning about them at start
+    with caplog.at_level("WARNING", logger="extender.runtime.profile"):
+        effective(config, tmp_path)
+    assert [r.getMessage() for r in caplog.records] == []
 
 
 @needs_helm

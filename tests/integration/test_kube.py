@@ -907,3 +907,27 @@ def test_a_failed_binding_keeps_the_pods_admission_hold(api: FakeApiServer) -> N
         assert ext.engine.bind("default", "a", uid(api, "a"), "n1") == ""  # kube-scheduler's retry
     finally:
         ext.stop()
+
+
+def test_a_pending_victim_two_budgets_cover_is_evicted_as_the_api_server_allows(api: FakeApiServer) -> None:
+    """The API server checks no budget of a pod not started yet (Pending) - two budgets or not -
+    and evicts it: the extender does not take such a victim for one the Eviction API refuses
+    (found in review: the preemptor was never nominated)."""
+    low = pod("low", 2, labels={"app": "a", "tier": "x"})
+    low["spec"]["priority"] = 0
+    api.create(low)
+    api.bind("default", "low", "n2")  # bound (n2 has 2 GPUs), status.phase still Pending
+    for name, labels in (("by-app", {"app": "a"}), ("by-tier", {"tier": "x"})):
+        api.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"selector": {"matchLabels": labels}, "maxUnavailable": 5}})
+    hi = pod("hi", 2)
+    hi["spec"]["priority"] = 100
+    api.create(hi)
+    ext = Extender(api, profiles=[{"schedulerName": "default-scheduler",
+                                   "plugins": {"postFilter": {"enabled": [{"name": "ManagedPreemption"}]}}}])
+    try:
+        wait_for(lambda: len(ext.state.cache.budgets()) == 2, what="both budgets followed")
+        assert ext.engine.filter(api.get("Pod", "default", "hi"), ["n2"]).nominated == "n2"
+    finally:
+        ext.stop()

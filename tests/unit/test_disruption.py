@@ -4,6 +4,7 @@ and NumPDBViolations in the preempt reply."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -51,6 +52,9 @@ def test_a_pod_two_budgets_cover_is_a_violation_and_spends_no_allowance() -> Non
     by_tier = Budget.from_object({"metadata": {"name": "by-tier", "namespace": "default"},
                                   "spec": {"selector": {"matchLabels": {"tier": "a"}}, "maxUnavailable": 1}})
     assert violating([x, y], [by_app, by_tier], [x, y]) == {"u-x"}
+    # unless the API server checks no budget of x: Pending (not started) - charged as before
+    pending = replace(x, phase="Pending")
+    assert violating([pending, y], [by_app, by_tier], [pending, y]) == {"u-y"}
     assert violating([x, y], [by_app], [x, y]) == {"u-y"}  # one budget: x spends the allowance
     # deleted, as kube-scheduler deletes its victims: x is charged to both budgets, as it counts
     assert violating([x, y], [by_app, by_tier], [x, y], evicting=False) == {"u-y"}

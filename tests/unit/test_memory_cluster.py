@@ -390,8 +390,10 @@ def _web_budget(name: str, allowed: int) -> dict[str, Any]:
     ("Running", 1, 0, "disruption budget"),
     ("Running", 2, 5, "more than one PodDisruptionBudget"),  # the API server's 500, whatever they allow
     ("Succeeded", 2, 0, None),  # a terminal pod is evicted without a budget check
+    ("Pending", 2, 5, None),  # nor is a Pending one (bound pods stay Pending here: one budget still counts)
     ("Failed", 1, 0, None),
-], ids=["one-budget", "one-budget-spent", "two-budgets", "terminal-two-budgets", "terminal-budget-spent"])
+], ids=["one-budget", "one-budget-spent", "two-budgets", "terminal-two-budgets", "terminal-budget-spent",
+        "pending-two-budgets"])
 def test_the_eviction_api_refuses_a_pod_of_two_budgets_unless_it_is_terminal(phase: str, budgets: int, allowed: int,
                                                                              refused: str | None) -> None:
     """As the API server's eviction subresource: a pod more than one budget covers cannot be

@@ -74,6 +74,10 @@ def test_args_for_a_plugin_no_point_enables_are_parsed_and_said(caplog: pytest.L
     """Args that would be ignored until the plugin is enabled: judged (a bad key is a problem,
     tests/unit/test_config.py) and, when fine, a warning names the plugin."""
     with caplog.at_level("WARNING", logger="extender.runtime.profile"):
-        resolve(ProfileSpec("s", {}, {"Extra": {}, "Fit": {}}), DEFAULTS, REGISTRY, handle())
+        resolve(ProfileSpec("s", {}, {"Extra": {}, "Fit": {}}), DEFAULTS, REGISTRY, handle(), path="profiles[0]")
+        # disabled by name: the args are there on purpose (a chart giving every profile the same)
+        resolve(ProfileSpec("s", {"multiPoint": PluginSet((), ("Extra",))}, {"Extra": {}}), DEFAULTS, REGISTRY,
+                handle(), path="profiles[1]")
     said = [(r.getMessage(), getattr(r, "plugin", None)) for r in caplog.records]
-    assert said == [("args for a plugin no extension point enables", "Extra")]
+    assert said == [("profiles[0].pluginConfig[Extra]: args for plugin Extra, which no extension point enables",
+                     "Extra")]
