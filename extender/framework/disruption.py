@@ -101,8 +101,9 @@ def violating(victims: Sequence[PodInfo], budgets: Sequence[Budget], followed: S
     to their budgets in the given order, most important first; ``going``, ``evicted``: see
     ``Budget.allowed``), and - ``evicting``: they go through the Eviction API - of those more
     than one budget covers and it checks (``budget_checked``): that API refuses such a pod
-    whatever the budgets allow (a 500), so it counts as a violation and spends no allowance. Not ``evicting`` (deleted, as kube-scheduler
-    deletes its victims) such a pod is charged to each of its budgets, as kube-scheduler counts."""
+    whatever the budgets allow (a 500), so it counts as a violation and spends no allowance.
+    Not ``evicting`` (deleted, as kube-scheduler deletes its victims) such a pod is charged to
+    each of its budgets, as kube-scheduler counts."""
     left = {(b.namespace, b.name): b.allowed(followed, going, evicted) for b in budgets}
     out: set[str] = set()
     for v in victims:

@@ -74,8 +74,9 @@ def resolve(spec: ProfileSpec, defaults: PluginSet, registry: Registry, handle: 
         plugin_spec = registry.get(name)
         assert plugin_spec is not None
         # a plugin installed as a package is named with its package: the fix is there, or in its args
-        installed = registry.origin(name).entry_point != ""
-        who = f"plugin {name}" + (f" of {registry.origin(name)}" if installed else "")
+        origin = registry.origin(name)
+        installed = origin.entry_point != ""
+        who = f"plugin {name}" + (f" of {origin}" if installed else "")
         try:
             return plugin_spec.parse_args(dict(spec.plugin_args.get(name) or {})), who, installed
         except ArgsError as exc:
