@@ -239,15 +239,17 @@ class Handle(Protocol):
 
     def pdb_violations(self, victims: Sequence[PodInfo], evicting: bool = True) -> set[str]:
         """UIDs of ``victims`` whose eviction (in the given order) would exceed a
-        PodDisruptionBudget's allowance, or that more than one budget covers (the Eviction API
-        refuses those). ``evicting`` False: victims kube-scheduler deletes itself (the preempt
-        verb's), where a pod of two budgets is charged to both, as kube-scheduler counts (API
-        1.2)."""
+        PodDisruptionBudget's allowance, or that more than one budget covers while the Eviction
+        API checks their budgets (``disruption.budget_checked``: it refuses those, a 500).
+        ``evicting`` False: victims kube-scheduler deletes itself (the preempt verb's), where a
+        pod of two budgets is charged to both, as kube-scheduler counts (API 1.2)."""
 
     def budget_covered(self, pods: Sequence[PodInfo], at_least: int = 1) -> set[str]:
         """UIDs of ``pods`` some PodDisruptionBudget covers: the pods whose eviction the API
-        server may refuse (a budget's allowance can be spent before the watch shows it);
-        ``at_least`` 2: those it refuses whatever the budgets allow. Added in API 1.2."""
+        server may refuse (a budget's allowance can be spent before the watch shows it).
+        ``at_least``: how many budgets cover each pod returned - with 2, the pods the Eviction
+        API refuses whatever the budgets allow, of those whose budgets it checks
+        (``disruption.budget_checked``; a Pending pod, say, it evicts). Added in API 1.2."""
 
     def pod_group(self, namespace: str, name: str) -> PodGroupSpec | None:
         """The PodGroup (``scheduling.x-k8s.io/v1alpha1``) ``namespace/name``; None when there is
