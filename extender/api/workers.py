@@ -108,8 +108,10 @@ def coding_refusal(req: Any) -> Exception | None:
     """What to answer gunicorn's request ``req`` for its Transfer-Encoding (``codings.refusal``
     over all its fields, its Content-Length and version): None when it is exactly ``chunked``."""
     headers = req.headers
-    found = codings.refusal([value for name, value in headers if name == "TRANSFER-ENCODING"],
-                            length=any(name == "CONTENT-LENGTH" for name, _ in headers),
+    values = [value for name, value in headers if name == "TRANSFER-ENCODING"]
+    if not values:  # every request asks: most have no coding, nothing more to look at
+        return None
+    found = codings.refusal(values, length=any(name == "CONTENT-LENGTH" for name, _ in headers),
                             http10=tuple(req.version) < (1, 1))
     if found is None:
         return None

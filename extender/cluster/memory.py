@@ -198,6 +198,8 @@ class MemoryCluster:
         """A new ``pod`` a budget covers replaces the evicted one of its name (a StatefulSet's),
         else the oldest evicted by the same controller (either without one: the oldest): a pod
         of another workload the budget covers adds to the expected count, as its scale grew."""
+        if not any(self._disrupted.values()):  # nothing evicted waits for a replacement
+            return
         view = _budget_view(pod)
         if view is None or view.terminal:
             return

@@ -408,7 +408,8 @@ class CapacityQuota:
         # make it no borrower -, and with the victims whose Eviction is not answered yet (were
         # one refused, the pod was a borrower all along: it may not take another namespace's)
         answered = self.handle.evictions.going(table.snapshot, confirmed=True)
-        own = table.used(_gated(pod), without, [*accounted, *answered.values()])
+        own = (used if not _gated(pod) and answered.keys() == going.keys()
+               else table.used(_gated(pod), without, [*accounted, *answered.values()]))
         reclaiming = logic.within_min(table.quotas.get(pod.namespace), own.get(pod.namespace, {}),
                                       logic.total(u.requests for u in unit))
         return used, reclaiming
